@@ -1,0 +1,91 @@
+/* gguf.h - zero-copy, overflow-checked reader of GGUF v2/v3 files.
+ *
+ * The file is mapped read-only and private; metadata values and tensor data are pointers
+ * into the mapping. Every count, length, offset and size is checked against overflow and
+ * the file size at open, so later accessors cannot read outside the mapping. The reader
+ * knows nothing about any model: see model.c for the gemma-embedding2 binding. */
+#ifndef GE_GGUF_H
+#define GE_GGUF_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "ge.h"
+
+/* metadata value types */
+enum {
+    GE_GGUF_U8 = 0, GE_GGUF_I8, GE_GGUF_U16, GE_GGUF_I16, GE_GGUF_U32, GE_GGUF_I32,
+    GE_GGUF_F32, GE_GGUF_BOOL, GE_GGUF_STR, GE_GGUF_ARR, GE_GGUF_U64, GE_GGUF_I64, GE_GGUF_F64
+};
+
+typedef struct {
+    const char *ptr; /* not NUL-terminated: points into the mapping */
+    uint64_t len;
+} ge_gguf_str;
+
+typedef struct {
+    ge_gguf_str key;
+    uint32_t type;       /* GE_GGUF_* */
+    uint32_t arr_type;   /* element type when type == GE_GGUF_ARR */
+    uint64_t arr_n;      /* element count when type == GE_GGUF_ARR */
+    const uint8_t *val;  /* the value (or the first array element) in the mapping */
+} ge_gguf_kv;
+
+#define GE_GGUF_MAX_DIMS 4
+typedef struct {
+    char name[128];                 /* NUL-terminated copy */
+    uint32_t n_dims;
+    uint64_t ne[GE_GGUF_MAX_DIMS];  /* ggml order: ne[0] is contiguous; unused dims are 1 */
+    uint32_t type;                  /* ggml type id */
+    uint64_t nbytes;
+    const void *data;               /* inside the mapping, aligned */
+} ge_gguf_tensor;
+
+typedef struct {
+    char *path;
+    const uint8_t *base;
+    size_t size;
+    uint32_t version;
+    uint32_t alignment;
+    uint64_t n_kv, n_tensors;
+    ge_gguf_kv *kv;
+    ge_gguf_tensor *tensors;
+} ge_gguf;
+
+/* Open and fully validate a GGUF file. Tensor types unknown to this build are an error
+ * (their size cannot be checked); known-but-unsupported types are accepted here. */
+ge_status ge_gguf_open(ge_gguf **out, const char *path, ge_err *err);
+void ge_gguf_close(ge_gguf *g); /* accepts NULL */
+
+const ge_gguf_kv *ge_gguf_find(const ge_gguf *g, const char *key);
+const ge_gguf_tensor *ge_gguf_tensor_find(const ge_gguf *g, const char *name);
+
+/* Typed metadata accessors. They fail with GE_E_FORMAT (naming the file and key) when the
+ * key is missing or has an incompatible type / out-of-range value; the *_or variants
+ * return dflt when the key is missing. Integer accessors accept any integer type. */
+ge_status ge_gguf_get_u32(const ge_gguf *g, const char *key, uint32_t *out, ge_err *err);
+ge_status ge_gguf_get_u32_or(const ge_gguf *g, const char *key, uint32_t dflt, uint32_t *out,
+                             ge_err *err);
+ge_status ge_gguf_get_f32(const ge_gguf *g, const char *key, float *out, ge_err *err);
+ge_status ge_gguf_get_bool_or(const ge_gguf *g, const char *key, bool dflt, bool *out,
+                              ge_err *err);
+ge_status ge_gguf_get_str(const ge_gguf *g, const char *key, ge_gguf_str *out, ge_err *err);
+/* Array of n integers (any integer or bool element type) into out[0..n). A scalar integer
+ * key is broadcast to all n entries. */
+ge_status ge_gguf_get_int_array(const ge_gguf *g, const char *key, int64_t *out, size_t n,
+                                ge_err *err);
+/* A string array: *n elements; strs (allocated, caller frees) receives each element. */
+ge_status ge_gguf_get_str_array(const ge_gguf *g, const char *key, ge_gguf_str **strs,
+                                size_t *n, ge_err *err);
+/* A numeric array as float (F32 or integer elements). */
+ge_status ge_gguf_get_f32_array(const ge_gguf *g, const char *key, float *out, size_t n,
+                                ge_err *err);
+
+bool ge_gguf_str_eq(ge_gguf_str s, const char *c);
+
+/* Registry of open read-only file mappings: true when [p, p+len) lies entirely inside one
+ * of them (a later page-release step must only ever drop pages of such mappings). */
+bool ge_mapping_contains(const void *p, size_t len);
+
+#endif

@@ -1,0 +1,68 @@
+/* model.h - the gemma-embedding2 text model bound to a GGUF file.
+ *
+ * Hyperparameters come from metadata (GGUF.md 3); every tensor is looked up by name and its
+ * type and shape checked at open. Weight data stays in the read-only mapping. Nothing about
+ * the model's size is a compile-time constant, so a tiny random model loads through the
+ * same code as the real one. */
+#ifndef GE_MODEL_H
+#define GE_MODEL_H
+
+#include <stdbool.h>
+
+#include "ge.h"
+#include "gguf.h"
+#include "tok.h"
+
+/* A weight matrix or vector: rows of ne0 values, ne1 rows, ggml type. */
+typedef struct {
+    const char *name;
+    uint32_t type;
+    int64_t ne0, ne1;
+    size_t row_bytes;
+    const uint8_t *data;
+} ge_tensor;
+
+typedef struct {
+    bool sliding;    /* sliding-window (local) layer; else full attention */
+    int n_kv;        /* KV heads */
+    int head_dim;    /* d */
+    float rope_base; /* theta */
+    ge_tensor attn_norm, wq, wk, wv, q_norm, k_norm, wo, post_attn_norm;
+    ge_tensor ffn_norm, w_gate, w_up, w_down, post_ffn_norm;
+    ge_tensor ple_gate, ple_proj, ple_post_norm;
+    float out_scale; /* layer_output_scale */
+} ge_layer;
+
+typedef struct {
+    int n_embd;     /* H: hidden width */
+    int n_layer;    /* L */
+    int n_head;     /* query heads */
+    int n_ff;       /* MLP width */
+    int n_ple;      /* P: per-layer input width */
+    int n_out;      /* E: output width */
+    int n_vocab;
+    int swa_radius; /* sliding layers see keys with |i - j| <= swa_radius */
+    int max_tokens; /* context limit per record */
+    float eps;
+} ge_hparams;
+
+struct ge_model {
+    ge_gguf *gguf;
+    ge_hparams hp;
+    ge_layer *layers;          /* [n_layer] */
+    ge_tensor tok_embd;        /* {H, V} */
+    ge_tensor ple_model_proj;  /* {H, L*P} */
+    ge_tensor ple_norm;        /* {P} */
+    ge_tensor out_norm;        /* {H} */
+    ge_tensor out_proj;        /* {H, E} */
+    ge_tok *tok;
+    char describe[256];
+};
+
+/* Row r of a tensor as fp32 (n = ne0 values). */
+void ge_tensor_row(const ge_tensor *t, int64_t r, float *dst);
+/* y[t][o] = dot(x[t], W[o]) for t < n_tok: x is [n_tok, ne0], y is [n_tok, ne1];
+ * scratch holds ne0 floats. */
+void ge_linear_ref(const ge_tensor *w, const float *x, int n_tok, float *y, float *scratch);
+
+#endif
