@@ -1,0 +1,101 @@
+/* test_model.c - binding the tiny models: hyperparameters from metadata, strict tensor checks
+ * on the --broken variants (argv[1] = folder holding broken-*.gguf), and embedding basics. */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "check.h"
+#include "model.h"
+
+static double cosine(const float *a, const float *b, int n)
+{
+    double ab = 0, aa = 0, bb = 0;
+    for (int i = 0; i < n; i++)
+        ab += (double)a[i] * b[i], aa += (double)a[i] * a[i], bb += (double)b[i] * b[i];
+    return ab / sqrt(aa * bb);
+}
+
+static void embed_text(ge_model *m, const char *text, float *out, ge_err *err)
+{
+    ge_tokens t = {0};
+    if (ge_tokenize(m, NULL, text, strlen(text), &t, err) == GE_OK)
+        ge_embed(m, t.ids, t.n, out, err);
+    ge_tokens_free(&t);
+}
+
+int main(int argc, char **argv)
+{
+    const char *dir = argc > 1 ? argv[1] : "tests/out";
+    ge_model *m = NULL;
+    ge_err err = {0};
+    if (!check(ge_model_open(&m, "testdata/tiny-f32.gguf", &err) == GE_OK, "tiny f32 binds",
+               "%s", err.msg))
+        return check_done();
+    const ge_hparams *hp = &m->hp;
+    check(hp->n_embd == 64 && hp->n_layer == 4 && hp->n_head == 4 && hp->n_ff == 128 &&
+              hp->n_ple == 32 && hp->n_out == 768 && hp->swa_radius == 8 &&
+              hp->max_tokens == 8192,
+          "tiny hyperparameters from metadata", "%s", ge_model_describe(m));
+    check(m->layers[0].sliding && !m->layers[1].sliding && !m->layers[3].sliding &&
+              m->layers[0].head_dim == 16 && m->layers[0].n_kv == 2 &&
+              m->layers[1].head_dim == 32 && m->layers[1].n_kv == 1 &&
+              m->layers[0].rope_base == 10000.0f && m->layers[1].rope_base == 1e6f,
+          "per-layer types, head dims, KV heads and rope bases", "%s", ge_model_describe(m));
+
+    float *a = malloc(768 * 4), *b = malloc(768 * 4), *c = malloc(768 * 4);
+    embed_text(m, "the cat sat on the mat", a, &err);
+    embed_text(m, "the cat sat on the mat", b, &err);
+    embed_text(m, "a completely different sentence about code", c, &err);
+    double n2 = 0;
+    for (int i = 0; i < 768; i++)
+        n2 += (double)a[i] * a[i];
+    check(fabs(sqrt(n2) - 1.0) < 1e-5, "embedding is unit length", "%g", n2);
+    check(memcmp(a, b, 768 * 4) == 0, "embedding is deterministic", "differs");
+    check(cosine(a, c, 768) < 0.99, "different texts give different vectors", "cosine %.6f",
+          cosine(a, c, 768));
+    ge_matryoshka(a, 128);
+    n2 = 0;
+    for (int i = 0; i < 128; i++)
+        n2 += (double)a[i] * a[i];
+    check(fabs(n2 - 1.0) < 1e-5, "matryoshka renormalises", "%g", n2);
+
+    int32_t bad_id = hp->n_vocab;
+    check(ge_embed(m, &bad_id, 1, a, &err) == GE_E_INPUT, "out-of-vocabulary id rejected",
+          "%s", err.msg);
+    int32_t *many = calloc(8193, sizeof *many);
+    check(ge_embed(m, many, 8193, a, &err) == GE_E_LIMIT, "over the context limit rejected",
+          "%s", err.msg);
+    free(many);
+
+    ge_tokens t = {0};
+    ge_tokenize(m, NULL, "one two three four five six seven", 33, &t, &err);
+    size_t n = t.n;
+    int32_t last = t.ids[n - 1];
+    ge_tokens_truncate(m, &t, 4);
+    check(t.n == 4 && t.ids[3] == last && n > 4, "truncation keeps <eos>", "n=%zu", t.n);
+    ge_tokens_free(&t);
+    free(a), free(b), free(c);
+    ge_model_free(m);
+
+    /* broken files: one line naming the file (and the tensor where there is one) */
+    const struct {
+        const char *kind, *needle;
+    } broken[] = {{"truncated", "past the end"}, {"magic", "magic"},
+                  {"missing", "is missing"},     {"shape", "expected shape"},
+                  {"type", "unknown tensor type"}, {"counts", "corrupt header"}};
+    for (size_t k = 0; k < sizeof broken / sizeof broken[0]; k++) {
+        char path[512], name[64];
+        snprintf(path, sizeof path, "%s/broken-%s.gguf", dir, broken[k].kind);
+        snprintf(name, sizeof name, "broken-%s gives a clear error", broken[k].kind);
+        if (access(path, R_OK) != 0) {
+            check(false, name, "%s was not generated", path);
+            continue;
+        }
+        ge_status st = ge_model_open(&m, path, &err);
+        check(st != GE_OK && m == NULL && strstr(err.msg, path) &&
+                  strstr(err.msg, broken[k].needle) && !strchr(err.msg, '\n'),
+              name, "%s: %s", ge_status_name(st), err.msg);
+    }
+    return check_done();
+}
