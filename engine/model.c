@@ -265,8 +265,8 @@ void ge_tensor_row(const ge_tensor *t, int64_t r, float *dst)
 void ge_linear_ref(const ge_tensor *w, const float *x, int n_tok, float *y, float *scratch)
 {
     const size_t in = (size_t)w->ne0, out = (size_t)w->ne1;
-    /* 16-bit rows are expanded once per row (into scratch, [ne0]) and reused for all tokens */
-    const bool expand = w->type == GE_T_F16 || w->type == GE_T_BF16;
+    /* rows are expanded to fp32 once (into scratch, [ne0]) and reused for every token */
+    const bool expand = w->type != GE_T_F32;
     for (size_t o = 0; o < out; o++) {
         const uint8_t *row = w->data + o * w->row_bytes;
         uint32_t type = w->type;
