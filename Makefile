@@ -47,7 +47,7 @@ $(BUILD)/tests/%: tests/%.c $(LIB_OBJ)
 tests: $(BIN) $(TEST_BIN)
 
 test: tests
-	@BIN=$(BIN) BUILD=$(BUILD) PYTHON=$(PYTHON) bash tests/run
+	@BIN=./$(BIN) BUILD=$(BUILD) PYTHON=$(PYTHON) bash tests/run
 
 deps:
 	bash tools/install-deps

@@ -33,7 +33,7 @@ int main(int argc, char **argv)
                "%s", err.msg))
         return check_done();
     const ge_hparams *hp = &m->hp;
-    check(hp->n_embd == 64 && hp->n_layer == 4 && hp->n_head == 4 && hp->n_ff == 128 &&
+    check(hp->n_embd == 64 && hp->n_layer == 4 && hp->n_head == 4 && hp->n_ff == 32 &&
               hp->n_ple == 32 && hp->n_out == 768 && hp->swa_radius == 8 &&
               hp->max_tokens == 8192,
           "tiny hyperparameters from metadata", "%s", ge_model_describe(m));

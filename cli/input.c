@@ -1,0 +1,488 @@
+/* input.c - record readers (input.h): gzip-transparent line reader, lines and jsonl records.
+ *
+ * Line numbering: rec->line counts lines inside each input (for "file:line" messages) and
+ * rec->seq counts lines across all inputs, continuing from one file to the next. seq is the
+ * id of lines-mode records and of JSONL records without an id, so `gemmaembed a b` gives the
+ * same ids as `cat a b | gemmaembed`. A final line without a newline is still a line; a
+ * newline at the very end does not start another one. A UTF-8 byte order mark at the start of
+ * an input is skipped. */
+#include "input.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <jansson.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+#include <zlib.h>
+
+#include "json_span.h"
+
+/* jansson flags for records:
+ *  - DECODE_ANY: a line holding a bare scalar is parsed, then reported as "not an object";
+ *  - DECODE_INT_AS_REAL: integers beyond int64 (ids of any size) parse as doubles instead
+ *    of failing; the id itself is echoed from the raw text, never from the double;
+ *  - REJECT_DUPLICATES: {"id":1,"id":2} is ambiguous (which id? which text?) so it is an
+ *    error record rather than a silent choice;
+ *  - ALLOW_NUL: "\u0000" in a text is legal JSON and the tokenizer takes lengths. */
+#define JSON_FLAGS (JSON_DECODE_ANY | JSON_DECODE_INT_AS_REAL | JSON_REJECT_DUPLICATES | JSON_ALLOW_NUL)
+
+/* Fields that select a modality this version cannot embed yet. */
+static const char *const MEDIA_KEYS[] = {"image", "audio", "video", "image_b64", "audio_b64"};
+
+struct ge_in {
+    char **paths;
+    int npaths, next;   /* next = index of the next path to open */
+    ge_in_kind forced;  /* --input, or GE_IN_AUTO */
+
+    gzFile gz;          /* current input, NULL between inputs */
+    const char *source; /* its name for messages */
+    ge_in_kind kind;    /* its format */
+    bool eof;           /* gzread hit the end of the current input */
+
+    char *buf;          /* read buffer: unconsumed bytes are buf[start..end) */
+    size_t cap, start, end;
+    char *line;         /* the current line, without "\n" / "\r\n" */
+    size_t line_len, line_cap;
+    bool line_over;     /* the current line was longer than GE_IN_MAX_LINE */
+
+    unsigned long long line_no, seq;
+    json_t *root;       /* the current JSONL record (owns its text) */
+    char *prefix;       /* the current record's title prefix */
+    char *subst;        /* copy of a line with a huge numeric id replaced (see parse_big_id) */
+    char idbuf[24];     /* a line number written as an id */
+};
+
+ge_status ge_in_check(const char *path, ge_err *err)
+{
+    if (strcmp(path, "-") == 0)
+        return GE_OK;
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0)
+        return ge_fail(err, GE_E_IO, "%s: %s", path, strerror(errno));
+    struct stat st;
+    int dir = fstat(fd, &st) == 0 && S_ISDIR(st.st_mode);
+    close(fd);
+    if (dir)
+        return ge_fail(err, GE_E_IO, "%s: %s", path, strerror(EISDIR));
+    return GE_OK;
+}
+
+ge_in *ge_in_create(char **paths, int n, ge_in_kind kind)
+{
+    ge_in *in = calloc(1, sizeof *in);
+    if (!in)
+        return NULL;
+    static char *dash[] = {"-"};
+    in->paths = n > 0 ? paths : dash;
+    in->npaths = n > 0 ? n : 1;
+    in->forced = kind;
+    return in;
+}
+
+static void close_input(ge_in *in)
+{
+    if (in->gz)
+        gzclose(in->gz);
+    in->gz = NULL;
+}
+
+void ge_in_free(ge_in *in)
+{
+    if (!in)
+        return;
+    close_input(in);
+    json_decref(in->root);
+    free(in->prefix);
+    free(in->subst);
+    free(in->buf);
+    free(in->line);
+    free(in);
+}
+
+/* ---- reading ---------------------------------------------------------------------------- */
+
+static ge_status read_error(ge_in *in, ge_err *err)
+{
+    int zerr = Z_OK;
+    const char *zmsg = gzerror(in->gz, &zerr);
+    if (zerr == Z_ERRNO)
+        zmsg = strerror(errno);
+    else if (strncmp(zmsg, "<fd:", 4) == 0 && strstr(zmsg, ": "))
+        zmsg = strstr(zmsg, ": ") + 2; /* zlib names the stream by its fd; we have a path */
+    return ge_fail(err, GE_E_IO, "%s: read error: %s", in->source, zmsg);
+}
+
+/* Read more bytes after buf[end], growing or compacting the buffer as needed. Returns 1 when
+ * bytes were added, 0 at the end of the input, -1 on a read error. */
+static int refill(ge_in *in, ge_err *err)
+{
+    if (in->eof)
+        return 0;
+    if (in->start > 0 && in->start == in->end)
+        in->start = in->end = 0;
+    if (in->end == in->cap) {
+        if (in->start > 0) {
+            memmove(in->buf, in->buf + in->start, in->end - in->start);
+            in->end -= in->start;
+            in->start = 0;
+        } else {
+            size_t cap = in->cap ? in->cap * 2 : (size_t)256 << 10;
+            char *b = realloc(in->buf, cap);
+            if (!b) {
+                ge_fail(err, GE_E_NOMEM, "%s: out of memory", in->source);
+                return -1;
+            }
+            in->buf = b;
+            in->cap = cap;
+        }
+    }
+    size_t want = in->cap - in->end;
+    if (want > (1u << 30))
+        want = 1u << 30;
+    int got = gzread(in->gz, in->buf + in->end, (unsigned)want);
+    if (got < 0) {
+        read_error(in, err);
+        return -1;
+    }
+    if (got == 0) {
+        /* zlib reports a truncated gzip stream at the end, not as a read error */
+        int zerr = Z_OK;
+        gzerror(in->gz, &zerr);
+        if (zerr != Z_OK && zerr != Z_STREAM_END) {
+            read_error(in, err);
+            return -1;
+        }
+        in->eof = true;
+        return 0;
+    }
+    in->end += (size_t)got;
+    return 1;
+}
+
+#define PEEK_MAX ((size_t)1 << 20)
+
+static bool blank(char c) { return c == ' ' || c == '\t' || c == '\r' || c == '\n'; }
+
+/* Open paths[next], skip a BOM and settle its format. Returns 1, 0 when no input is left,
+ * -1 on error. */
+static int open_next(ge_in *in, ge_err *err)
+{
+    if (in->next >= in->npaths)
+        return 0;
+    const char *path = in->paths[in->next++];
+    int fd;
+    if (strcmp(path, "-") == 0) {
+        in->source = "<stdin>";
+        fd = dup(STDIN_FILENO);
+    } else {
+        in->source = path;
+        fd = open(path, O_RDONLY | O_CLOEXEC);
+    }
+    if (fd < 0)
+        return ge_fail(err, GE_E_IO, "%s: %s", in->source, strerror(errno)), -1;
+    struct stat st;
+    if (fstat(fd, &st) == 0 && S_ISDIR(st.st_mode)) {
+        close(fd);
+        return ge_fail(err, GE_E_IO, "%s: %s", in->source, strerror(EISDIR)), -1;
+    }
+    in->gz = gzdopen(fd, "rb");
+    if (!in->gz) {
+        close(fd);
+        return ge_fail(err, GE_E_NOMEM, "%s: cannot start zlib", in->source), -1;
+    }
+    gzbuffer(in->gz, 128u << 10);
+    in->eof = false;
+    in->start = in->end = 0;
+    in->line_no = 0;
+
+    /* Peek at the start: skip a byte order mark, then find the first non-blank byte for
+     * the format guess (looking at most PEEK_MAX bytes ahead, to keep memory bounded). */
+    while (in->end - in->start < 3) {
+        int r = refill(in, err);
+        if (r < 0)
+            return -1;
+        if (r == 0)
+            break;
+    }
+    if (in->end - in->start >= 3 && memcmp(in->buf + in->start, "\xEF\xBB\xBF", 3) == 0)
+        in->start += 3;
+    size_t i = 0;
+    for (;;) {
+        while (in->start + i < in->end && blank(in->buf[in->start + i]))
+            i++;
+        if (in->start + i < in->end || i >= PEEK_MAX)
+            break;
+        int r = refill(in, err);
+        if (r < 0)
+            return -1;
+        if (r == 0)
+            break;
+    }
+    in->kind = in->forced;
+    if (in->kind == GE_IN_AUTO)
+        in->kind = in->start + i < in->end && in->buf[in->start + i] == '{' ? GE_IN_JSONL
+                                                                              : GE_IN_LINES;
+    return 1;
+}
+
+static int append_line(ge_in *in, const char *p, size_t n)
+{
+    if (in->line_over || in->line_len + n > GE_IN_MAX_LINE) {
+        in->line_over = true;
+        return 0;
+    }
+    if (in->line_len + n > in->line_cap) {
+        size_t cap = in->line_cap ? in->line_cap : 4096;
+        while (cap < in->line_len + n)
+            cap *= 2;
+        char *l = realloc(in->line, cap);
+        if (!l)
+            return -1;
+        in->line = l;
+        in->line_cap = cap;
+    }
+    memcpy(in->line + in->line_len, p, n);
+    in->line_len += n;
+    return 0;
+}
+
+/* Read the next line of the current input into in->line. 1 = a line, 0 = end of this
+ * input, -1 = error. */
+static int next_line(ge_in *in, ge_err *err)
+{
+    in->line_len = 0;
+    in->line_over = false;
+    bool any = false;
+    for (;;) {
+        char *p = in->buf + in->start;
+        size_t avail = in->end - in->start;
+        char *nl = avail ? memchr(p, '\n', avail) : NULL;
+        size_t take = nl ? (size_t)(nl - p) : avail;
+        if (append_line(in, p, take) < 0)
+            return ge_fail(err, GE_E_NOMEM, "%s: out of memory", in->source), -1;
+        any |= avail > 0;
+        in->start += take + (nl != NULL);
+        if (nl)
+            break;
+        int r = refill(in, err);
+        if (r < 0)
+            return -1;
+        if (r == 0) {
+            if (!any)
+                return 0;
+            break;
+        }
+    }
+    in->line_no++;
+    in->seq++;
+    if (!in->line_over && in->line_len > 0 && in->line[in->line_len - 1] == '\r')
+        in->line_len--;
+    return 1;
+}
+
+/* ---- records ---------------------------------------------------------------------------- */
+
+static void rec_fail(ge_in *in, ge_rec *r, const char *code, const char *fmt, ...)
+    __attribute__((format(printf, 4, 5)));
+
+static void rec_fail(ge_in *in, ge_rec *r, const char *code, const char *fmt, ...)
+{
+    int k = snprintf(r->err_msg, sizeof r->err_msg, "%s:%llu: ", in->source, in->line_no);
+    if (k < 0 || (size_t)k >= sizeof r->err_msg)
+        k = 0;
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(r->err_msg + k, sizeof r->err_msg - (size_t)k, fmt, ap);
+    va_end(ap);
+    r->err_code = code;
+}
+
+static void id_from_line(ge_in *in, ge_rec *r)
+{
+    snprintf(in->idbuf, sizeof in->idbuf, "%llu", in->seq);
+    r->id = in->idbuf;
+    r->id_len = strlen(in->idbuf);
+}
+
+static void parse_lines(ge_in *in, ge_rec *r)
+{
+    size_t ok = ge_utf8_valid_prefix(in->line, in->line_len);
+    if (ok < in->line_len) {
+        rec_fail(in, r, "bad_utf8", "invalid UTF-8 at byte %zu", ok + 1);
+        return;
+    }
+    r->text = in->line ? in->line : "";
+    r->text_len = in->line_len;
+}
+
+/* jansson keeps numbers as int64 or double, so a number beyond the double range (an id of
+ * 400 digits, 1e999) fails the whole line. Ids may be integers of any size, so on a numeric
+ * overflow retry once with the raw id value replaced by 0: the line is accepted exactly when
+ * the id was the only such number and is itself a well-formed JSON number. */
+static json_t *parse_big_id(ge_in *in, const char *s, size_t n, json_error_t *je)
+{
+    size_t off, len;
+    if (ge_json_member_span(s, n, "id", &off, &len) != 1 || !ge_json_number_valid(s + off, len))
+        return NULL;
+    char *c = realloc(in->subst, n);
+    if (!c)
+        return NULL;
+    in->subst = c;
+    memcpy(c, s, off);
+    c[off] = '0';
+    memcpy(c + off + 1, s + off + len, n - off - len);
+    return json_loadb(c, n - len + 1, JSON_FLAGS, je);
+}
+
+/* Resolve the record's "prompt" and "title" into r->prefix (NULL = global prompt). A prompt
+ * is a name known to ge_prompt_find or else a literal prefix; a title selects the document
+ * form "title: {title} | text: " unless the prompt names a non-document prompt. */
+static void record_prefix(ge_in *in, ge_rec *r, json_t *prompt, json_t *title)
+{
+    const char *p = NULL;
+    if (prompt) {
+        p = ge_prompt_find(json_string_value(prompt));
+        if (!p)
+            p = json_string_value(prompt);
+    }
+    const char *doc = ge_prompt_find("document");
+    if (title && (!p || (doc && strcmp(p, doc) == 0))) {
+        const char *t = json_string_value(title);
+        size_t need = strlen(t) + sizeof "title:  | text: ";
+        char *b = realloc(in->prefix, need);
+        if (!b) {
+            rec_fail(in, r, "internal", "out of memory");
+            return;
+        }
+        in->prefix = b;
+        snprintf(b, need, "title: %s | text: ", t);
+        p = b;
+    }
+    r->prefix = p;
+}
+
+/* A string member, or NULL when absent or null. *bad is set when present but not a string
+ * (or a string with NUL bytes, which a prefix cannot hold when nul_ok is false). */
+static json_t *string_member(json_t *root, const char *key, bool nul_ok, bool *bad)
+{
+    json_t *v = json_object_get(root, key);
+    if (!v || json_is_null(v))
+        return NULL;
+    if (!json_is_string(v) ||
+        (!nul_ok && strlen(json_string_value(v)) != json_string_length(v)))
+        *bad = true;
+    return v;
+}
+
+static void parse_jsonl(ge_in *in, ge_rec *r)
+{
+    const char *s = in->line;
+    size_t n = in->line_len;
+    json_error_t je;
+    json_decref(in->root);
+    in->root = json_loadb(s, n, JSON_FLAGS, &je);
+    if (!in->root && json_error_code(&je) == json_error_numeric_overflow) {
+        json_error_t je2;
+        in->root = parse_big_id(in, s, n, &je2);
+    }
+    json_t *root = in->root;
+    if (!root) {
+        bool utf8 = json_error_code(&je) == json_error_invalid_utf8;
+        rec_fail(in, r, utf8 ? "bad_utf8" : "bad_json", "invalid JSON: %s (column %d)",
+                 je.text, je.column);
+        return;
+    }
+    if (!json_is_object(root)) {
+        rec_fail(in, r, "bad_record", "record is not a JSON object");
+        return;
+    }
+
+    json_t *id = json_object_get(root, "id");
+    if (id) {
+        size_t off, len;
+        if (!json_is_string(id) && !json_is_number(id)) {
+            rec_fail(in, r, "bad_record", "id must be a string or number");
+            return;
+        }
+        if (ge_json_member_span(s, n, "id", &off, &len) != 1) {
+            rec_fail(in, r, "internal", "could not locate the id in the line");
+            return;
+        }
+        r->id = s + off;
+        r->id_len = len;
+    }
+
+    for (size_t k = 0; k < sizeof MEDIA_KEYS / sizeof MEDIA_KEYS[0]; k++) {
+        if (json_object_get(root, MEDIA_KEYS[k])) {
+            rec_fail(in, r, "unsupported", "%s: modality not available yet", MEDIA_KEYS[k]);
+            return;
+        }
+    }
+    json_t *content = json_object_get(root, "content");
+    if (json_is_array(content)) {
+        rec_fail(in, r, "unsupported", "content arrays (interleaved records) are not available yet");
+        return;
+    }
+
+    bool bad_text = false, bad_prompt = false, bad_title = false;
+    json_t *text = string_member(root, "text", true, &bad_text);
+    if (!text && !bad_text)
+        text = string_member(root, "content", true, &bad_text);
+    json_t *prompt = string_member(root, "prompt", false, &bad_prompt);
+    json_t *title = string_member(root, "title", false, &bad_title);
+    if (bad_text || !text) {
+        rec_fail(in, r, "bad_record", bad_text ? "\"text\" must be a string"
+                                               : "record has no \"text\"");
+        return;
+    }
+    if (bad_prompt || bad_title) {
+        rec_fail(in, r, "bad_record", "\"%s\" must be a string without NUL characters",
+                 bad_prompt ? "prompt" : "title");
+        return;
+    }
+    r->text = json_string_value(text);
+    r->text_len = json_string_length(text);
+    record_prefix(in, r, prompt, title);
+}
+
+int ge_in_next(ge_in *in, ge_rec *r, ge_err *err)
+{
+    for (;;) {
+        if (!in->gz) {
+            int o = open_next(in, err);
+            if (o <= 0)
+                return o;
+        }
+        int l = next_line(in, err);
+        if (l < 0)
+            return -1;
+        if (l == 0) {
+            close_input(in);
+            continue;
+        }
+        if (in->kind == GE_IN_JSONL && !in->line_over) {
+            size_t i = 0;
+            while (i < in->line_len && blank(in->line[i]))
+                i++;
+            if (i == in->line_len)
+                continue; /* a blank line is not a record */
+        }
+
+        memset(r, 0, sizeof *r);
+        r->source = in->source;
+        r->line = in->line_no;
+        r->seq = in->seq;
+        id_from_line(in, r);
+        if (in->line_over)
+            rec_fail(in, r, "too_long", "line longer than %zu bytes", GE_IN_MAX_LINE);
+        else if (in->kind == GE_IN_LINES)
+            parse_lines(in, r);
+        else
+            parse_jsonl(in, r);
+        return 1;
+    }
+}

@@ -1,0 +1,54 @@
+/* input.h - record readers: the FILE operands (or stdin) as one stream of records.
+ *
+ * Each input is read through zlib (gzip is decompressed, plain files pass through) and split
+ * into lines; a line becomes a record in "lines" mode (the line is the text) or "jsonl" mode
+ * (one JSON object per line). A record carries where it came from (source name and line, for
+ * messages), its raw id bytes (echoed verbatim by the writers) and either its text and prompt
+ * prefix or a per-record error (code + message). Reading never prints; I/O failures come back
+ * as a ge_err. Tokenizing and embedding are main.c's job. */
+#ifndef GE_CLI_INPUT_H
+#define GE_CLI_INPUT_H
+
+#include <stdbool.h>
+#include <stddef.h>
+
+#include "ge.h"
+
+typedef enum { GE_IN_AUTO = 0, GE_IN_JSONL, GE_IN_LINES } ge_in_kind;
+
+/* Longest accepted line; a longer one becomes a "too_long" error record (memory stays
+ * bounded whatever the input). */
+#define GE_IN_MAX_LINE ((size_t)64 << 20)
+
+typedef struct {
+    const char *source;      /* input name for messages: the path, or "<stdin>" */
+    unsigned long long line; /* 1-based line number inside source */
+    unsigned long long seq;  /* 1-based line number across all inputs: the default id */
+    const char *id;          /* raw JSON text of the id, as it appeared (not NUL-terminated) */
+    size_t id_len;
+    const char *text;        /* the text to embed (may contain NUL; valid UTF-8) */
+    size_t text_len;
+    const char *prefix;      /* this record's prompt prefix, or NULL to use the global one */
+    const char *err_code;    /* NULL for a good record, else "bad_json", "bad_record", ... */
+    char err_msg[640];       /* "source:line: what went wrong" when err_code is set */
+} ge_rec;
+
+typedef struct ge_in ge_in;
+
+/* Check that path ("-" = stdin) can be opened for reading and is not a directory, so an
+ * unreadable operand is reported before any work starts. GE_E_IO with "path: reason". */
+ge_status ge_in_check(const char *path, ge_err *err);
+
+/* A reader over paths[0..n) in order (n == 0: stdin). kind GE_IN_AUTO guesses each input's
+ * format from its first non-blank byte ('{' = jsonl, else lines). paths must outlive it. */
+ge_in *ge_in_create(char **paths, int n, ge_in_kind kind);
+
+/* Next record into *r: 1 = a record (good or an error record), 0 = end of all inputs,
+ * -1 = I/O error (err set; the stream cannot continue). The pointers in *r stay valid until
+ * the next call. Blank lines in jsonl inputs are not records (they are skipped, but still
+ * counted for line numbers); in lines mode every line is a record, an empty line included. */
+int ge_in_next(ge_in *in, ge_rec *r, ge_err *err);
+
+void ge_in_free(ge_in *in); /* accepts NULL */
+
+#endif

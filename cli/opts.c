@@ -1,0 +1,227 @@
+/* opts.c - the option table, getopt_long parsing and --help (opts.h).
+ *
+ * OPTS below is the single list of flags: getopt_long's table, the short-option string and
+ * the --help text are all built from it, so a flag cannot exist without being documented.
+ * The man page lists the same flags (tests/test_cli.sh checks both against --help). */
+#include "opts.h"
+
+#include <errno.h>
+#include <getopt.h>
+#include <stdarg.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "ge.h"
+
+enum {
+    O_MODEL = 'm', O_OUTPUT = 'o', O_QUIET = 'q', O_HELP = 'h', O_VERSION = 'V',
+    O_INPUT = 256, O_FORMAT, O_ENCODING, O_DIM, O_PROMPT, O_PREFIX, O_TRUNCATE, O_TOKENIZE,
+    O_ERRORS, O_IDS, O_MAX_ERRORS
+};
+
+typedef struct {
+    int id;           /* getopt value (the short letter when there is one) */
+    const char *name; /* long name */
+    const char *arg;  /* argument placeholder, NULL for a switch */
+    const char *def;  /* default, shown in --help; NULL for none */
+    const char *help;
+} opt_row;
+
+static const opt_row OPTS[] = {
+    {O_MODEL, "model", "PATH", "$GEMMAEMBED_MODEL", "EmbeddingGemma 2 GGUF text model"},
+    {O_OUTPUT, "output", "PATH", "stdout", "write results to PATH"},
+    {O_FORMAT, "format", "jsonl|npy|f32", "from the -o extension, else jsonl",
+     "output format"},
+    {O_ENCODING, "encoding", "float|base64", "float",
+     "jsonl vectors as numbers or base64 (LE float32)"},
+    {O_DIM, "dim", "768|512|256|128", "the model's width",
+     "Matryoshka: first N values, L2-normalised again"},
+    {O_INPUT, "input", "jsonl|lines", "guessed per file: '{' first = jsonl",
+     "input format"},
+    {O_PROMPT, "prompt", "NAME", "none", "task prompt for every record (names below)"},
+    {O_PREFIX, "prefix", "STR", "none", "literal prompt prefix for every record"},
+    {O_TRUNCATE, "truncate", NULL, NULL,
+     "cut over-long records instead of failing them"},
+    {O_TOKENIZE, "tokenize", NULL, NULL, "print token ids instead of embeddings (jsonl)"},
+    {O_ERRORS, "errors", "PATH", "inline for jsonl, stderr for npy/f32",
+     "where error records go"},
+    {O_IDS, "ids", "PATH", "OUTPUT.ids.jsonl", "ids sidecar of npy/f32 output"},
+    {O_MAX_ERRORS, "max-errors", "N", "no limit", "stop after N failed records"},
+    {O_QUIET, "quiet", NULL, NULL, "no summary or warnings on stderr"},
+    {O_HELP, "help", NULL, NULL, "show this help and exit"},
+    {O_VERSION, "version", NULL, NULL, "show the version and exit"},
+};
+#define NOPTS (sizeof OPTS / sizeof OPTS[0])
+
+static int usage(char *msg, size_t msglen, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+
+static int usage(char *msg, size_t msglen, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg, msglen, fmt, ap);
+    va_end(ap);
+    return -1;
+}
+
+/* Index of s in the '|'-separated list, or -1. */
+static int pick(const char *s, const char *list)
+{
+    size_t n = strlen(s);
+    for (int i = 0; *list; i++) {
+        const char *bar = strchr(list, '|');
+        size_t k = bar ? (size_t)(bar - list) : strlen(list);
+        if (k == n && strncmp(s, list, n) == 0)
+            return i;
+        if (!bar)
+            break;
+        list = bar + 1;
+    }
+    return -1;
+}
+
+static bool parse_ull(const char *s, unsigned long long *v)
+{
+    if (!s[0] || s[0] == '-' || s[0] == '+')
+        return false;
+    char *end;
+    errno = 0;
+    *v = strtoull(s, &end, 10);
+    return errno == 0 && *end == '\0';
+}
+
+int ge_opts_parse(int argc, char **argv, ge_opts *o, char *msg, size_t msglen)
+{
+    memset(o, 0, sizeof *o);
+    const char *env = getenv("GEMMAEMBED_MODEL");
+    if (env && *env)
+        o->model = env;
+
+    struct option lo[NOPTS + 1];
+    char so[2 * NOPTS + 2];
+    size_t k = 0;
+    so[k++] = ':'; /* report a missing argument as ':' rather than '?' */
+    for (size_t i = 0; i < NOPTS; i++) {
+        lo[i] = (struct option){OPTS[i].name, OPTS[i].arg ? required_argument : no_argument,
+                                NULL, OPTS[i].id};
+        if (OPTS[i].id < 256) {
+            so[k++] = (char)OPTS[i].id;
+            if (OPTS[i].arg)
+                so[k++] = ':';
+        }
+    }
+    so[k] = '\0';
+    lo[NOPTS] = (struct option){0, 0, 0, 0};
+
+    opterr = 0;
+    optind = 1;
+    int c;
+    unsigned long long v;
+    while ((c = getopt_long(argc, argv, so, lo, NULL)) != -1) {
+        switch (c) {
+        case O_MODEL: o->model = optarg; break;
+        case O_OUTPUT: o->output = optarg; break;
+        case O_ERRORS: o->errors = optarg; break;
+        case O_IDS: o->ids = optarg; break;
+        case O_PROMPT: o->prompt = optarg; break;
+        case O_PREFIX: o->prefix = optarg; break;
+        case O_TRUNCATE: o->truncate = true; break;
+        case O_TOKENIZE: o->tokenize = true; break;
+        case O_QUIET: o->quiet = true; break;
+        case O_HELP: o->help = true; break;
+        case O_VERSION: o->version = true; break;
+        case O_FORMAT: {
+            int i = pick(optarg, "jsonl|npy|f32");
+            if (i < 0)
+                return usage(msg, msglen, "--format: unknown format '%s' (jsonl, npy, f32)",
+                             optarg);
+            o->format = (ge_fmt[]){GE_FMT_JSONL, GE_FMT_NPY, GE_FMT_F32}[i];
+            break;
+        }
+        case O_INPUT: {
+            if (strcmp(optarg, "files") == 0)
+                return usage(msg, msglen, "--input files: not available yet (jsonl, lines)");
+            int i = pick(optarg, "jsonl|lines");
+            if (i < 0)
+                return usage(msg, msglen, "--input: unknown format '%s' (jsonl, lines)",
+                             optarg);
+            o->input = i == 0 ? GE_IN_JSONL : GE_IN_LINES;
+            break;
+        }
+        case O_ENCODING: {
+            int i = pick(optarg, "float|base64");
+            if (i < 0)
+                return usage(msg, msglen, "--encoding: unknown encoding '%s' (float, base64)",
+                             optarg);
+            o->base64 = i == 1;
+            break;
+        }
+        case O_DIM:
+            if (pick(optarg, "768|512|256|128") < 0)
+                return usage(msg, msglen, "--dim: '%s' is not one of 768, 512, 256, 128",
+                             optarg);
+            o->dim = atoi(optarg);
+            break;
+        case O_MAX_ERRORS:
+            if (!parse_ull(optarg, &v) || v == 0)
+                return usage(msg, msglen, "--max-errors: '%s' is not a positive integer",
+                             optarg);
+            o->max_errors = v;
+            break;
+        case ':':
+            return usage(msg, msglen, "option '%s' needs an argument", argv[optind - 1]);
+        default:
+            if (optopt && optopt < 256)
+                return usage(msg, msglen, "unknown option '-%c'", optopt);
+            return usage(msg, msglen, "unknown option '%s'", argv[optind - 1]);
+        }
+    }
+    o->files = argv + optind;
+    o->nfiles = argc - optind;
+
+    if (o->help || o->version)
+        return 0;
+    if (o->prompt && o->prefix)
+        return usage(msg, msglen, "--prompt and --prefix cannot be used together");
+    /* checks that depend on the output format are in main.c, once it is known */
+    return 0;
+}
+
+void ge_opts_help(FILE *f)
+{
+    fputs("Usage: gemmaembed -m MODEL [options] [FILE...]\n"
+          "Embed text records with EmbeddingGemma 2. Reads FILEs (gzip or plain; '-' or no\n"
+          "FILE = stdin): JSONL records {\"id\": ..., \"text\": ...} or one text per line.\n"
+          "\nOptions:\n",
+          f);
+    for (size_t i = 0; i < NOPTS; i++) {
+        const opt_row *r = &OPTS[i];
+        char head[64];
+        if (r->id < 256)
+            snprintf(head, sizeof head, "-%c, --%s%s%s", r->id, r->name, r->arg ? " " : "",
+                     r->arg ? r->arg : "");
+        else
+            snprintf(head, sizeof head, "    --%s%s%s", r->name, r->arg ? " " : "",
+                     r->arg ? r->arg : "");
+        fprintf(f, "  %-29s %s\n", head, r->help);
+        if (r->def)
+            fprintf(f, "  %-29s (default: %s)\n", "", r->def);
+    }
+    fputs("\nPrompt names (--prompt, or \"prompt\" in a record; case-insensitive):\n ", f);
+    const char *const *names = ge_prompt_names();
+    size_t col = 1;
+    for (size_t i = 0; names && names[i]; i++) {
+        size_t w = strlen(names[i]) + 2;
+        if (col + w > 78) {
+            fputs("\n ", f);
+            col = 1;
+        }
+        fprintf(f, " %s%s", names[i], names[i + 1] ? "," : "");
+        col += w;
+    }
+    fputs("\n\nExit status: 0 all records embedded, 1 some records failed, 2 usage error,\n"
+          "3 the model could not be loaded, 4 input or output I/O error.\n"
+          "See gemmaembed(1) for the input and output formats.\n",
+          f);
+}

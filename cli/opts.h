@@ -1,0 +1,41 @@
+/* opts.h - the command line of gemmaembed.
+ *
+ * One option table (opts.c) drives getopt_long, --help and the man page check. Parsing only
+ * fills a ge_opts value and reports usage errors as a message: it never prints or exits and
+ * knows nothing about the model (checks that need the model, such as --dim against the
+ * model's width, happen in main.c). */
+#ifndef GE_CLI_OPTS_H
+#define GE_CLI_OPTS_H
+
+#include <stdbool.h>
+#include <stdio.h>
+
+#include "input.h"
+#include "output.h"
+
+typedef struct {
+    const char *model;      /* -m, or $GEMMAEMBED_MODEL; NULL when neither is set */
+    const char *output;     /* -o; NULL = stdout */
+    const char *errors;     /* --errors; NULL = default (see output.h) */
+    const char *ids;        /* --ids; NULL = OUTPUT.ids.jsonl */
+    ge_fmt format;          /* --format; GE_FMT_AUTO = from the -o extension */
+    ge_in_kind input;       /* --input; GE_IN_AUTO = guessed per file */
+    bool base64;            /* --encoding base64 */
+    int dim;                /* --dim; 0 = the model's width */
+    const char *prompt;     /* --prompt NAME (not yet resolved) */
+    const char *prefix;     /* --prefix STR */
+    bool truncate, tokenize, quiet;
+    bool help, version;
+    unsigned long long max_errors; /* --max-errors; 0 = no limit */
+    char **files;           /* FILE operands; nfiles == 0 means stdin */
+    int nfiles;
+} ge_opts;
+
+/* Parse argv into *o (defaults first, then $GEMMAEMBED_MODEL, then the flags). On a usage
+ * error returns -1 with a one-line message in msg (no "gemmaembed: " prefix); 0 otherwise. */
+int ge_opts_parse(int argc, char **argv, ge_opts *o, char *msg, size_t msglen);
+
+/* Print the full --help text (every flag with its default, the prompt names) to f. */
+void ge_opts_help(FILE *f);
+
+#endif

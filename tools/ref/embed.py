@@ -1,0 +1,111 @@
+#!/usr/bin/python3
+"""Reference embedder CLI (float64 NumPy).
+
+usage: embed.py -m MODEL.gguf [--dim N] [--prompt NAME] [--prefix STR]
+                [--noise REL] [--noise-seed N] [FILE.jsonl]
+
+Input: JSONL records {"id": ..., "text": "...", optional "prompt": NAME or
+"prefix": STR} (stdin if FILE is absent or "-"). A per-record prompt/prefix
+overrides --prompt/--prefix. The prompt string is prepended to the text
+before tokenisation (SPEC.md 2.2/2.3).
+Output: JSONL {"id": ..., "tokens": [...], "embedding": [...]} with floats
+printed with repr (17 significant digits round-trip).
+"""
+
+import argparse
+import json
+import os
+import sys
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+
+from gguf import GGUFFile  # noqa: E402
+from model import Model, matryoshka  # noqa: E402
+from tokenizer import Tokenizer  # noqa: E402
+
+_Q = "task: search result | query: "
+_D = "title: none | text: "
+_CLS = "task: classification | query: "
+_CLU = "task: clustering | query: "
+_CODE = "task: code retrieval | query: "
+_FACT = "task: fact checking | query: "
+_QA = "task: question answering | query: "
+_STS = "task: sentence similarity | query: "
+
+# SPEC.md 2.2 plus short lowercase aliases; looked up case-insensitively.
+PROMPTS = {
+    "query": _Q, "retrieval-query": _Q, "retrieval": _Q, "reranking": _Q,
+    "bitextmining": _Q, "searchquery": _Q,
+    "document": _D, "retrieval-document": _D,
+    "classification": _CLS, "multilabelclassification": _CLS,
+    "clustering": _CLU,
+    "coderetrieval": _CODE, "instructionretrieval": _CODE, "code": _CODE,
+    "factchecking": _FACT, "fact": _FACT,
+    "questionanswering": _QA, "qa": _QA,
+    "sts": _STS, "sentencesimilarity": _STS, "pairclassification": _STS,
+    "summarization": _STS,
+}
+
+
+def prompt_prefix(name):
+    if name is None:
+        return ""
+    key = name.lower()
+    if key not in PROMPTS:
+        raise KeyError("unknown prompt name %r" % name)
+    return PROMPTS[key]
+
+
+def fmt_float(x):
+    return repr(float(x))
+
+
+def dumps_record(rec_id, tokens, emb):
+    return ('{"id": %s, "tokens": [%s], "embedding": [%s]}'
+            % (json.dumps(rec_id, ensure_ascii=False),
+               ", ".join(str(t) for t in tokens),
+               ", ".join(fmt_float(x) for x in emb)))
+
+
+def main(argv=None):
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("-m", "--model", required=True)
+    ap.add_argument("--dim", type=int, default=0,
+                    help="Matryoshka width (default: full)")
+    ap.add_argument("--prompt", default=None)
+    ap.add_argument("--prefix", default=None)
+    ap.add_argument("--noise", type=float, default=0.0,
+                    help="relative noise on the input embeddings")
+    ap.add_argument("--noise-seed", type=int, default=0)
+    ap.add_argument("file", nargs="?", default="-")
+    a = ap.parse_args(argv)
+
+    g = GGUFFile(a.model)
+    tok = Tokenizer.from_gguf(g)
+    model = Model(g)
+    f = sys.stdin if a.file == "-" else open(a.file, encoding="utf-8")
+    for n, line in enumerate(f, 1):
+        if not line.strip():
+            continue
+        rec = json.loads(line)
+        text = rec.get("text")
+        if not isinstance(text, str):
+            sys.exit("line %d: no text" % n)
+        if "prefix" in rec:
+            prefix = rec["prefix"]
+        elif rec.get("prompt") is not None:
+            prefix = prompt_prefix(rec["prompt"])
+        elif a.prefix is not None:
+            prefix = a.prefix
+        else:
+            prefix = prompt_prefix(a.prompt)
+        ids = tok.encode(prefix + text)
+        emb = model.forward(ids, noise_rel=a.noise, noise_seed=a.noise_seed)
+        if a.dim:
+            emb = matryoshka(emb, a.dim)
+        print(dumps_record(rec.get("id", n), ids, emb), flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
