@@ -46,6 +46,13 @@ $(BUILD)/tests/%: tests/%.c $(LIB_OBJ)
 
 tests: $(BIN) $(TEST_BIN)
 
+# The README's first command: embed the bundled demo records with the generated tiny model
+# (random weights: the vectors show the pipeline, not meaning; see README "Models").
+demo: $(BIN)
+	@mkdir -p build
+	./$(BIN) -m testdata/tiny-f32.gguf --dim 128 -o build/demo.npy testdata/demo.jsonl
+	./$(BIN) -m testdata/tiny-f32.gguf --dim 128 testdata/demo.jsonl | cut -c1-110
+
 test: tests
 	@BIN=./$(BIN) BUILD=$(BUILD) PYTHON=$(PYTHON) bash tests/run
 
@@ -60,5 +67,5 @@ install: $(BIN)
 clean:
 	rm -rf build gemmaembed
 
-.PHONY: all tests test deps install clean
+.PHONY: all tests test demo deps install clean
 -include $(shell find build -name '*.d' 2>/dev/null)

@@ -310,7 +310,7 @@ static void id_from_line(ge_in *in, ge_rec *r)
 
 static void parse_lines(ge_in *in, ge_rec *r)
 {
-    size_t ok = ge_utf8_valid_prefix(in->line, in->line_len);
+    size_t ok = ge_utf8_check(in->line, in->line_len);
     if (ok < in->line_len) {
         rec_fail(in, r, "bad_utf8", "invalid UTF-8 at byte %zu", ok + 1);
         return;

@@ -1,9 +1,10 @@
-/* json_span.c - raw value spans, number grammar, UTF-8 check, string literals (json_span.h).
+/* json_span.c - raw value spans, number grammar and string literals (json_span.h).
  *
  * The span scanner is deliberately small: it is run on lines that jansson has already
  * accepted, so it only has to skip values correctly, never to diagnose them. Every index is
  * still bounds-checked, so hostile input can make it fail but never read out of bounds. */
 #include "json_span.h"
+#include "ge.h"
 
 #include <jansson.h>
 #include <string.h>
@@ -150,58 +151,13 @@ bool ge_json_number_valid(const char *s, size_t n)
     return i == n;
 }
 
-/* Length of the valid UTF-8 sequence at s[0..n), or 0 when it is not one. */
-static size_t utf8_seq(const unsigned char *s, size_t n)
-{
-    unsigned c = s[0];
-    if (c < 0x80)
-        return 1;
-    size_t len;
-    unsigned lo = 0x80, hi = 0xBF; /* allowed range of the second byte */
-    if (c >= 0xC2 && c <= 0xDF)
-        len = 2;
-    else if (c >= 0xE0 && c <= 0xEF) {
-        len = 3;
-        if (c == 0xE0)
-            lo = 0xA0; /* no overlong forms */
-        if (c == 0xED)
-            hi = 0x9F; /* no surrogates */
-    } else if (c >= 0xF0 && c <= 0xF4) {
-        len = 4;
-        if (c == 0xF0)
-            lo = 0x90;
-        if (c == 0xF4)
-            hi = 0x8F; /* at most U+10FFFF */
-    } else
-        return 0;
-    if (n < len || s[1] < lo || s[1] > hi)
-        return 0;
-    for (size_t k = 2; k < len; k++)
-        if (s[k] < 0x80 || s[k] > 0xBF)
-            return 0;
-    return len;
-}
-
-size_t ge_utf8_valid_prefix(const char *s, size_t n)
-{
-    const unsigned char *u = (const unsigned char *)s;
-    size_t i = 0;
-    while (i < n) {
-        size_t k = utf8_seq(u + i, n - i);
-        if (!k)
-            break;
-        i += k;
-    }
-    return i;
-}
-
 int ge_json_put_string(FILE *f, const char *s, size_t n)
 {
     const unsigned char *u = (const unsigned char *)s;
     putc('"', f);
     for (size_t i = 0; i < n;) {
         unsigned c = u[i];
-        size_t k = utf8_seq(u + i, n - i);
+        size_t k = ge_utf8_seq(s + i, n - i);
         if (!k) {
             fputs("\\ufffd", f);
             i++;

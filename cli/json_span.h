@@ -3,7 +3,7 @@
  * jansson parses and validates every record, but it cannot say where a value was in the
  * text, and ids must be echoed byte for byte (string escapes, 1.50, integers of any size).
  * So a tiny scanner finds the raw byte span of a top-level member's value. It also checks a
- * number's grammar, checks UTF-8, and writes a string as a JSON string literal. Nothing here
+ * number's grammar and writes a string as a JSON string literal. Nothing here
  * parses JSON into values. */
 #ifndef GE_CLI_JSON_SPAN_H
 #define GE_CLI_JSON_SPAN_H
@@ -21,10 +21,6 @@ int ge_json_member_span(const char *s, size_t n, const char *key, size_t *off, s
 
 /* True when s[0..n) is exactly one JSON number (RFC 8259 grammar, any number of digits). */
 bool ge_json_number_valid(const char *s, size_t n);
-
-/* Length of the valid UTF-8 prefix of s[0..n): n when all of s is valid UTF-8 (shortest
- * forms, no surrogates, at most U+10FFFF). */
-size_t ge_utf8_valid_prefix(const char *s, size_t n);
 
 /* Write s[0..n) to f as a JSON string literal (quotes included). Control characters are
  * escaped and bytes that are not valid UTF-8 become U+FFFD, so the result is always valid

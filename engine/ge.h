@@ -37,6 +37,14 @@ void ge_err_prefix(ge_err *err, const char *fmt, ...) __attribute__((format(prin
 /* Short stable name of a status ("format", "limit", ...), for error records. */
 const char *ge_status_name(ge_status code);
 
+/* ---- UTF-8 ------------------------------------------------------------------------------ */
+
+/* Length of the valid UTF-8 sequence at s[0..n) (shortest form, no surrogates, at most
+ * U+10FFFF), or 0 when it is not one. n must be >= 1. */
+size_t ge_utf8_seq(const char *s, size_t n);
+/* Byte offset of the first invalid UTF-8 sequence in s[0..len), or len when s is valid. */
+size_t ge_utf8_check(const char *s, size_t len);
+
 /* ---- model ----------------------------------------------------------------------------- */
 
 typedef struct ge_model ge_model;

@@ -277,40 +277,6 @@ void ge_tok_free(ge_tok *t)
 
 /* ---- encoding ----------------------------------------------------------------------------- */
 
-size_t ge_utf8_check(const char *str, size_t len)
-{
-    const uint8_t *s = (const uint8_t *)str;
-    size_t i = 0;
-    while (i < len) {
-        uint8_t c = s[i];
-        size_t n;
-        uint32_t cp, min;
-        if (c < 0x80) {
-            i++;
-            continue;
-        } else if ((c & 0xe0) == 0xc0) {
-            n = 2, cp = c & 0x1f, min = 0x80;
-        } else if ((c & 0xf0) == 0xe0) {
-            n = 3, cp = c & 0x0f, min = 0x800;
-        } else if ((c & 0xf8) == 0xf0) {
-            n = 4, cp = c & 0x07, min = 0x10000;
-        } else {
-            return i;
-        }
-        if (len - i < n)
-            return i;
-        for (size_t k = 1; k < n; k++) {
-            if ((s[i + k] & 0xc0) != 0x80)
-                return i;
-            cp = cp << 6 | (s[i + k] & 0x3f);
-        }
-        if (cp < min || cp > 0x10ffff || (cp >= 0xd800 && cp <= 0xdfff))
-            return i;
-        i += n;
-    }
-    return len;
-}
-
 static size_t utf8_len(uint8_t c)
 {
     return c < 0x80 ? 1 : (c & 0xe0) == 0xc0 ? 2 : (c & 0xf0) == 0xe0 ? 3 : 4;

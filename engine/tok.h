@@ -29,7 +29,4 @@ ge_status ge_tok_encode(const ge_tok *t, const char *text, size_t len, bool add_
 /* The <eos> id when the tokenizer appends one, else -1. */
 int32_t ge_tok_eos_appended(const ge_tok *t);
 
-/* Byte offset of the first invalid UTF-8 sequence in s, or len when s is valid. */
-size_t ge_utf8_check(const char *s, size_t len);
-
 #endif
