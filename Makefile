@@ -54,7 +54,7 @@ demo: $(BIN)
 	./$(BIN) -m testdata/tiny-f32.gguf --dim 128 testdata/demo.jsonl | cut -c1-110
 
 test: tests
-	@BIN=./$(BIN) BUILD=$(BUILD) PYTHON=$(PYTHON) bash tests/run
+	@BIN=./$(BIN) BUILD=$(BUILD) OUT=$(BUILD)/test-out PYTHON=$(PYTHON) bash tests/run
 
 deps:
 	bash tools/install-deps

@@ -3,7 +3,7 @@
 # sanitizer report: that would add lines and change the status).
 set -u
 BIN=${BIN:-./gemmaembed}
-OUT=${OUT:-tests/out}
+OUT=${OUT:-build/test-out}
 dir=$(mktemp -d)
 trap 'rm -rf "$dir"' EXIT
 : >"$dir/empty.gguf"

@@ -90,7 +90,7 @@ static void expect_fail(spec s, ge_status want, const char *what, const char *pa
 
 int main(int argc, char **argv)
 {
-    const char *dir = argc > 1 ? argv[1] : "tests/out";
+    const char *dir = argc > 1 ? argv[1] : "build/test-out";
     char path[512];
     snprintf(path, sizeof path, "%s/test_gguf.%d.gguf", dir, (int)getpid());
 

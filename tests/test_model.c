@@ -26,7 +26,7 @@ static void embed_text(ge_model *m, const char *text, float *out, ge_err *err)
 
 int main(int argc, char **argv)
 {
-    const char *dir = argc > 1 ? argv[1] : "tests/out";
+    const char *dir = argc > 1 ? argv[1] : "build/test-out";
     ge_model *m = NULL;
     ge_err err = {0};
     if (!check(ge_model_open(&m, "testdata/tiny-f32.gguf", &err) == GE_OK, "tiny f32 binds",
