@@ -23,8 +23,28 @@ BUILD   = build/rel
 BIN     = gemmaembed
 endif
 
+# Kernel tiers: kernels/<family>_<tier>.c files get their tier's flags and nothing else does
+# (tests/test_isa.sh checks that no AVX instruction lives outside them).
+MACHINE := $(shell $(CC) -dumpmachine)
+TIER_FLAGS_avx2    = -mavx2 -mfma -mf16c
+TIER_FLAGS_avxvnni = $(TIER_FLAGS_avx2) -mavxvnni
+# the avxvnni algorithms in EVEX encoding (AVX-512 VNNI + VL), so that they can be tested on
+# AVX-512 machines that lack AVX-VNNI
+TIER_FLAGS_evex256 = $(TIER_FLAGS_avx2) -mavx512f -mavx512vl -mavx512bw -mavx512vnni
+TIER_FLAGS_avx512  = $(TIER_FLAGS_avx2) -mavx512f -mavx512bw -mavx512vl -mavx512dq -mavx512vnni
+TIER_FLAGS_dotprod = -march=armv8.2-a+dotprod
+tier_flags = $(TIER_FLAGS_$(lastword $(subst _, ,$(basename $(notdir $1)))))
+X86_TIERS  = $(wildcard kernels/*_avx2.c kernels/*_avxvnni.c kernels/*_evex256.c kernels/*_avx512.c)
+ARM_TIERS  = $(wildcard kernels/*_neon.c kernels/*_dotprod.c)
+ifneq (,$(findstring x86_64,$(MACHINE)))
+KERNEL_SRC = $(filter-out $(ARM_TIERS),$(wildcard kernels/*.c))
+else ifneq (,$(findstring aarch64,$(MACHINE)))
+KERNEL_SRC = $(filter-out $(X86_TIERS),$(wildcard kernels/*.c))
+else
+KERNEL_SRC = $(filter-out $(X86_TIERS) $(ARM_TIERS),$(wildcard kernels/*.c))
+endif
+
 ENGINE_SRC  = $(wildcard engine/*.c)
-KERNEL_SRC  = $(wildcard kernels/*.c)
 CLI_SRC     = $(wildcard cli/*.c)
 LIB_OBJ     = $(patsubst %.c,$(BUILD)/%.o,$(ENGINE_SRC) $(KERNEL_SRC))
 CLI_OBJ     = $(patsubst %.c,$(BUILD)/%.o,$(CLI_SRC))
@@ -38,7 +58,7 @@ $(BIN): $(CLI_OBJ) $(LIB_OBJ)
 
 $(BUILD)/%.o: %.c
 	@mkdir -p $(dir $@)
-	$(CC) $(WARN) $(CFLAGS) $(CPPFLAGS) -MMD -MP -c -o $@ $<
+	$(CC) $(WARN) $(CFLAGS) $(call tier_flags,$<) $(CPPFLAGS) -MMD -MP -c -o $@ $<
 
 $(BUILD)/tests/%: tests/%.c $(LIB_OBJ)
 	@mkdir -p $(dir $@)

@@ -1,0 +1,115 @@
+/* kern.h - the kernel table: one set of compute kernels per CPU tier, chosen once at run time.
+ *
+ * Tiers are cumulative (scalar < avx2 < avxvnni < avx512; neon on arm64): a tier's table
+ * starts from the next lower tier's and overlays what it implements. Each tier lives in its
+ * own files (kernels/<family>_<tier>.c) compiled with that tier's flags only, so the default
+ * build runs on any x86-64. The scalar tier is the test oracle. Kernels never allocate,
+ * print or spawn threads: the engine splits work into (token range, output-row range) tasks.
+ *
+ * Determinism contract: y[t][o] is computed by the same operations in the same order whatever
+ * the task split (t0, t1, r0, r1) and whatever the other tokens in the call, so a record's
+ * vector does not depend on thread count, wave packing or its position in the input. */
+#ifndef GE_KERN_H
+#define GE_KERN_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+typedef enum {
+    GE_TIER_SCALAR = 0,
+    GE_TIER_AVX2,    /* AVX2 + FMA + F16C */
+    GE_TIER_AVXVNNI, /* 256-bit VNNI (AVX-VNNI) on top of avx2, for CPUs without AVX-512 */
+    GE_TIER_AVX512,  /* AVX-512 F/BW/VL/DQ + AVX-512 VNNI */
+    GE_TIER_NEON,    /* arm64 */
+    GE_TIER_COUNT
+} ge_tier;
+
+/* Q8_0 activations in the one format every tier reads and writes (bit-identical across
+ * tiers): per token row, cols int8 values and cols/32 fp32 scales; value = d[b] * qs[k].
+ * Quantisation: d = max|x| / 127 over the block, q = round-half-even(x * (1/d)), q = 0 when
+ * d = 0. */
+typedef struct {
+    int8_t *qs;   /* [n_tok][cols] */
+    float *d;     /* [n_tok][cols / 32] */
+    int32_t *sum; /* [n_tok][cols / 32]: sum of the block's qs (for the +128 bias trick) */
+    int64_t n_tok, cols;
+} ge_q8_act;
+
+/* Attention over packed sequences: query token i sees keys j in [key_lo[i], key_hi[i]),
+ * which expresses both sequence bounds and a symmetric sliding window. Scores are
+ * scale * q.k, softmax in fp32, GQA: query head h reads KV head h / (n_head / n_kv). */
+typedef struct {
+    const float *q;     /* q[i * ldq + h * head_dim + e] */
+    const float *k, *v; /* k[j * ldkv + kvh * head_dim + e] */
+    float *o;           /* o[i * ldo + h * head_dim + e] */
+    int64_t ldq, ldkv, ldo;
+    int n_head, n_kv, head_dim;
+    float scale;
+    const int32_t *key_lo, *key_hi; /* [n_tokens] */
+} ge_attn_args;
+
+typedef struct ge_kern {
+    const char *name; /* tier name: "scalar", "avx2", "avxvnni", "avx512", "neon" */
+    ge_tier tier;
+
+    /* ---- Q8_0 weight x Q8_0 activation GEMM: y[t][o] = sum_k W[o][k] * x[t][k] ---------- */
+    int q8_row_group; /* packed rows come in groups of this many; row ranges split on them */
+    /* Bytes of the packed form of a ggml Q8_0 tensor {cols, rows} (cols % 32 == 0). */
+    size_t (*q8_packed_size)(int64_t rows, int64_t cols);
+    /* Pack row groups holding rows [r0, r1) of src (ggml Q8_0 rows) into dst; r0 is a
+     * multiple of q8_row_group; r1 too, or r1 == rows. Threads may pack disjoint ranges. */
+    void (*q8_pack)(const void *src, int64_t rows, int64_t cols, void *dst, int64_t r0,
+                    int64_t r1);
+    /* Quantise token rows [t0, t1) of x (fp32, row stride ldx) into act (allocated by the
+     * caller for act->n_tok x act->cols). */
+    void (*q8_quantize)(const float *x, int64_t ldx, int64_t t0, int64_t t1, ge_q8_act *act);
+    /* y[t * ldy + o] for t in [t0, t1), o in [r0, r1) (r0, r1 as for q8_pack). */
+    void (*q8_gemm)(const void *packed, int64_t rows, int64_t cols, const ge_q8_act *act,
+                    int64_t t0, int64_t t1, int64_t r0, int64_t r1, float *y, int64_t ldy);
+
+    /* ---- SGEMM on fp32 panels expanded (exactly) from F32/F16/BF16 weights --------------- */
+    int sg_panel; /* outputs per panel; row ranges split on multiples of it */
+    /* Bytes of the packed panels of a {cols, rows} weight. */
+    size_t (*sg_packed_size)(int64_t rows, int64_t cols);
+    /* Expand rows [r0, r1) of src (ggml type GE_T_F32/F16/BF16) into panels. */
+    void (*sg_pack)(uint32_t type, const void *src, int64_t rows, int64_t cols, float *dst,
+                    int64_t r0, int64_t r1);
+    /* y[t * ldy + o] = sum_k W[o][k] * x[t * ldx + k] for t in [t0, t1), o in [r0, r1). */
+    void (*sgemm)(const float *packed, int64_t rows, int64_t cols, const float *x, int64_t ldx,
+                  int64_t t0, int64_t t1, int64_t r0, int64_t r1, float *y, int64_t ldy);
+
+    /* ---- attention ---------------------------------------------------------------------- */
+    /* Query rows [q0, q1) of one query head (flash form: tiled, online softmax). */
+    void (*attn)(const ge_attn_args *a, int head, int64_t q0, int64_t q1);
+} ge_kern;
+
+/* Per-family fill functions (kernels/<family>.c): set the family's pointers for a tier,
+ * falling back to the best lower tier the family implements. */
+void ge_q8_fill(ge_kern *k, ge_tier tier);
+void ge_sgemm_fill(ge_kern *k, ge_tier tier);
+void ge_attn_fill(ge_kern *k, ge_tier tier);
+
+/* ---- CPU features and tier selection (cpu.c, dispatch.c) ------------------------------- */
+
+typedef struct {
+    int x86;                        /* 1 on x86-64 */
+    int sse2, avx, avx2, fma, f16c; /* CPUID bits */
+    int avx512f, avx512bw, avx512vl, avx512dq, avx512vnni, avx512bf16, avxvnni;
+    int os_avx, os_avx512;          /* XCR0: the OS saves YMM / ZMM+opmask state */
+    int arm64, neon, dotprod;
+} ge_cpu_feats;
+
+/* Features of the running CPU (CPUID + XGETBV on x86, hwcaps on arm64). */
+void ge_cpu_detect(ge_cpu_feats *f);
+/* Can this CPU (with its OS state) run tier t? Pure function of f. */
+int ge_tier_supported(const ge_cpu_feats *f, ge_tier t);
+/* The best tier f supports. */
+ge_tier ge_tier_best(const ge_cpu_feats *f);
+/* Tier from its name ("auto" = -1), or -2 when the name is unknown. */
+int ge_tier_from_name(const char *name);
+const char *ge_tier_name(ge_tier t);
+
+/* The kernel table of tier t (filled once, then shared; thread-safe). */
+const ge_kern *ge_kern_get(ge_tier t);
+
+#endif
