@@ -45,6 +45,50 @@ size_t ge_utf8_seq(const char *s, size_t n);
 /* Byte offset of the first invalid UTF-8 sequence in s[0..len), or len when s is valid. */
 size_t ge_utf8_check(const char *s, size_t len);
 
+/* ---- engine switches (config.c) ------------------------------------------------------------
+ * One table describes every switch: its flag, the environment variable of the engine it
+ * descends from (EI_GEMMA2_CPU_*), default, range and help. The CLI builds its flags, help
+ * and --print-config from it; the engine only ever sees the resulting ge_config. */
+
+typedef enum { GE_SRC_DEFAULT = 0, GE_SRC_ENV, GE_SRC_FLAG } ge_source;
+
+typedef enum {
+    GE_CFG_THREADS, GE_CFG_THREAD_CAP, GE_CFG_CPU_TIER, GE_CFG_HYBRID, GE_CFG_HYBRID_TOKENS,
+    GE_CFG_FLASH, GE_CFG_VNNI256, GE_CFG_VNNI256_SHORT, GE_CFG_SGEMM, GE_CFG_RELEASE_WEIGHTS,
+    GE_CFG_PREPACK, GE_CFG_WAVE_TOKENS, GE_CFG_COUNT
+} ge_cfg_id;
+
+typedef struct {
+    int v[GE_CFG_COUNT];       /* values; booleans are 0/1; cpu tier: -1 auto, else ge_tier */
+    ge_source src[GE_CFG_COUNT];
+} ge_config;
+
+typedef enum { GE_SW_BOOL, GE_SW_INT, GE_SW_TIER } ge_sw_kind;
+
+typedef struct {
+    ge_cfg_id id;
+    const char *flag; /* long flag without "--"; a bool also has "--no-<flag>" */
+    char short_flag;  /* or 0 */
+    const char *env;  /* environment variable, or NULL */
+    ge_sw_kind kind;
+    int def, min, max;
+    const char *arg;  /* placeholder in help ("N", "NAME") */
+    const char *def_text; /* default as shown in help */
+    const char *help;
+} ge_switch;
+
+/* The switch table (n entries, in help order). */
+const ge_switch *ge_config_switches(size_t *n);
+void ge_config_defaults(ge_config *c);
+/* Parse value for switch s (for a bool: NULL = on; "0/1/on/off/true/false/yes/no"), strict:
+ * the whole string must parse and be in range, else GE_E_USAGE naming the switch. */
+ge_status ge_config_set(ge_config *c, const ge_switch *s, const char *value, ge_source src,
+                        ge_err *err);
+/* Apply every switch's environment variable found by lookup (the CLI passes getenv). */
+ge_status ge_config_from_env(ge_config *c, char *(*lookup)(const char *name), ge_err *err);
+/* The value of switch s as text ("on", "8", "auto", "avx512"). */
+const char *ge_config_value_text(const ge_config *c, const ge_switch *s, char *buf, size_t n);
+
 /* ---- model ----------------------------------------------------------------------------- */
 
 typedef struct ge_model ge_model;

@@ -1,0 +1,123 @@
+/* config.c - the engine switch table (PRODUCT.md 5), strict parsing, environment overlay. */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+
+#include "ge.h"
+#include "kern.h"
+
+static const ge_switch switches[] = {
+    {GE_CFG_THREADS, "threads", 't', "EI_THREADS", GE_SW_INT, 0, 0, 1024, "N",
+     "all allowed CPUs", "size of the compute pool"},
+    {GE_CFG_THREAD_CAP, "thread-cap", 0, NULL, GE_SW_INT, 0, 0, 1024, "N", "= threads",
+     "most threads that join one parallel call"},
+    {GE_CFG_CPU_TIER, "cpu-tier", 0, "EI_GEMMA2_CPU_X86", GE_SW_TIER, -1, -1, GE_TIER_COUNT - 1,
+     "auto|avx512|avxvnni|avx2|neon|scalar", "auto",
+     "force a kernel tier (one the CPU can run)"},
+    {GE_CFG_HYBRID, "hybrid", 0, "EI_CPU_HYBRID", GE_SW_BOOL, 1, 0, 1, NULL, "on",
+     "on hybrid CPUs pin the pool: P-cores, then E-cores, then SMT siblings"},
+    {GE_CFG_HYBRID_TOKENS, "hybrid-tokens", 0, "EI_GEMMA2_CPU_HYBRID_TOKENS", GE_SW_INT, 512,
+     0, 1 << 30, "N", "512", "waves smaller than this run on P-cores only"},
+    {GE_CFG_FLASH, "flash", 0, "EI_GEMMA2_CPU_FLASH", GE_SW_BOOL, 1, 0, 1, NULL, "on",
+     "tiled attention (off: row-by-row reference attention)"},
+    {GE_CFG_VNNI256, "vnni256", 0, "EI_GEMMA2_CPU_VNNI256", GE_SW_BOOL, 1, 0, 1, NULL, "on",
+     "repacked 8-row AVX-VNNI Q8_0 kernel on CPUs without AVX-512"},
+    {GE_CFG_VNNI256_SHORT, "vnni256-short", 0, "EI_GEMMA2_CPU_VNNI256_SHORT", GE_SW_BOOL, 1, 0,
+     1, NULL, "on", "also use it for waves of <= 8 tokens"},
+    {GE_CFG_SGEMM, "sgemm", 0, "EI_GEMMA2_CPU_SGEMM", GE_SW_BOOL, 1, 0, 1, NULL, "on",
+     "panel SGEMM for BF16/F16/F32 weights (off: reference row dots)"},
+    {GE_CFG_RELEASE_WEIGHTS, "release-weights", 0, "EI_GEMMA2_CPU_RELEASE_WEIGHTS", GE_SW_BOOL,
+     1, 0, 1, NULL, "on", "drop the file pages of repacked tensors"},
+    {GE_CFG_PREPACK, "prepack", 0, "EI_GEMMA2_CPU_PREPACK", GE_SW_BOOL, 0, 0, 1, NULL, "off",
+     "repack all weights before the first record"},
+    {GE_CFG_WAVE_TOKENS, "wave-tokens", 0, "GEMMAEMBED_WAVE_TOKENS", GE_SW_INT, 2048, 0,
+     1 << 20, "N", "2048", "pack short records into shared waves of up to N tokens (0: one "
+     "record per wave)"},
+};
+
+const ge_switch *ge_config_switches(size_t *n)
+{
+    *n = sizeof switches / sizeof switches[0];
+    return switches;
+}
+
+void ge_config_defaults(ge_config *c)
+{
+    memset(c, 0, sizeof *c);
+    for (size_t i = 0; i < sizeof switches / sizeof switches[0]; i++)
+        c->v[switches[i].id] = switches[i].def;
+}
+
+static int parse_bool(const char *s)
+{
+    static const char *const on[] = {"1", "on", "true", "yes"}, *const off[] = {"0", "off",
+                                                                              "false", "no"};
+    for (int i = 0; i < 4; i++) {
+        if (strcasecmp(s, on[i]) == 0)
+            return 1;
+        if (strcasecmp(s, off[i]) == 0)
+            return 0;
+    }
+    return -1;
+}
+
+ge_status ge_config_set(ge_config *c, const ge_switch *s, const char *value, ge_source src,
+                        ge_err *err)
+{
+    const char *who = src == GE_SRC_ENV && s->env ? s->env : s->flag;
+    int v;
+    switch (s->kind) {
+    case GE_SW_BOOL:
+        v = value ? parse_bool(value) : 1;
+        if (v < 0)
+            return ge_fail(err, GE_E_USAGE, "%s: '%s' is not on/off (1/0, true/false, yes/no)",
+                           who, value);
+        break;
+    case GE_SW_TIER:
+        v = value ? ge_tier_from_name(value) : -2;
+        if (v == -2)
+            return ge_fail(err, GE_E_USAGE,
+                           "%s: unknown tier '%s' (auto, avx512, avxvnni, avx2, neon, scalar)",
+                           who, value ? value : "");
+        break;
+    default: {
+        char *end;
+        errno = 0;
+        long l = value && *value ? strtol(value, &end, 10) : 0;
+        if (!value || !*value || errno || *end || l < s->min || l > s->max)
+            return ge_fail(err, GE_E_USAGE, "%s: '%s' is not an integer in [%d, %d]", who,
+                           value ? value : "", s->min, s->max);
+        v = (int)l;
+    }
+    }
+    c->v[s->id] = v;
+    c->src[s->id] = src;
+    return GE_OK;
+}
+
+ge_status ge_config_from_env(ge_config *c, char *(*lookup)(const char *name), ge_err *err)
+{
+    for (size_t i = 0; i < sizeof switches / sizeof switches[0]; i++) {
+        const char *val = switches[i].env ? lookup(switches[i].env) : NULL;
+        if (val && *val) {
+            ge_status st = ge_config_set(c, &switches[i], val, GE_SRC_ENV, err);
+            if (st)
+                return st;
+        }
+    }
+    return GE_OK;
+}
+
+const char *ge_config_value_text(const ge_config *c, const ge_switch *s, char *buf, size_t n)
+{
+    int v = c->v[s->id];
+    if (s->kind == GE_SW_BOOL)
+        snprintf(buf, n, "%s", v ? "on" : "off");
+    else if (s->kind == GE_SW_TIER)
+        snprintf(buf, n, "%s", v < 0 ? "auto" : ge_tier_name((ge_tier)v));
+    else
+        snprintf(buf, n, "%d", v);
+    return buf;
+}

@@ -1,0 +1,280 @@
+/* threads.c - persistent worker pool (spin briefly, then sleep) and sysfs CPU topology. */
+#include <errno.h>
+#include <pthread.h>
+#include <sched.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "threads.h"
+
+/* ---- topology ----------------------------------------------------------------------------- */
+
+/* Parse a sysfs CPU list ("0-3,8,10-11") into a membership bitmap of max entries. */
+static bool parse_cpulist(const char *s, bool *member, int max)
+{
+    while (*s && *s != '\n') {
+        char *end;
+        long a = strtol(s, &end, 10), b = a;
+        if (end == s || a < 0)
+            return false;
+        s = end;
+        if (*s == '-') {
+            b = strtol(s + 1, &end, 10);
+            if (end == s + 1 || b < a)
+                return false;
+            s = end;
+        }
+        for (long i = a; i <= b && i < max; i++)
+            member[i] = true;
+        if (*s == ',')
+            s++;
+        else if (*s && *s != '\n')
+            return false;
+    }
+    return true;
+}
+
+static bool read_cpulist(const char *path, bool *member, int max)
+{
+    FILE *f = fopen(path, "r");
+    if (!f)
+        return false;
+    char buf[4096];
+    bool ok = fgets(buf, sizeof buf, f) != NULL && parse_cpulist(buf, member, max);
+    fclose(f);
+    return ok;
+}
+
+#define MAXCPU 1024
+
+ge_status ge_topo_read(const char *root, const int *allowed, int n_allowed, ge_topo *t,
+                       ge_err *err)
+{
+    static bool pcore[MAXCPU], ecore[MAXCPU], seen_core[MAXCPU], sib[MAXCPU];
+    char path[512];
+    memset(t, 0, sizeof *t);
+    memset(pcore, 0, sizeof pcore);
+    memset(ecore, 0, sizeof ecore);
+    snprintf(path, sizeof path, "%s/devices/cpu_core/cpus", root);
+    bool has_p = read_cpulist(path, pcore, MAXCPU);
+    snprintf(path, sizeof path, "%s/devices/cpu_atom/cpus", root);
+    bool has_e = read_cpulist(path, ecore, MAXCPU);
+    t->hybrid = has_p && has_e;
+
+    /* primary = the lowest-numbered allowed thread of its core */
+    int primary[MAXCPU];
+    memset(seen_core, 0, sizeof seen_core);
+    for (int i = 0; i < n_allowed; i++) {
+        int c = allowed[i];
+        if (c < 0 || c >= MAXCPU)
+            return ge_fail(err, GE_E_LIMIT, "CPU id %d out of range", c);
+        primary[i] = 1;
+        snprintf(path, sizeof path, "%s/devices/system/cpu/cpu%d/topology/thread_siblings_list",
+                 root, c);
+        memset(sib, 0, sizeof sib);
+        if (read_cpulist(path, sib, MAXCPU))
+            for (int j = 0; j < n_allowed; j++)
+                if (allowed[j] < c && sib[allowed[j]])
+                    primary[i] = 0;
+    }
+    /* order classes: 0 P-core primaries (or all primaries when not hybrid), 1 E-cores,
+     * 2 SMT siblings */
+    for (int cls = 0; cls < 3; cls++) {
+        for (int i = 0; i < n_allowed; i++) {
+            int c = allowed[i], k;
+            if (t->hybrid)
+                k = ecore[c] ? 1 : primary[i] ? 0 : 2;
+            else
+                k = primary[i] ? 0 : 2;
+            if (k == cls && t->n < MAXCPU)
+                t->cpus[t->n++] = c;
+        }
+        if (cls == 0)
+            t->n_pcore = t->n;
+    }
+    for (int i = 0; i < n_allowed; i++)
+        t->n_core += primary[i];
+    return GE_OK;
+}
+
+int ge_topo_allowed(int *cpus, int max)
+{
+    cpu_set_t set;
+    int n = 0;
+    if (sched_getaffinity(0, sizeof set, &set) != 0) {
+        cpus[0] = 0;
+        return 1;
+    }
+    for (int c = 0; c < CPU_SETSIZE && n < max; c++)
+        if (CPU_ISSET(c, &set))
+            cpus[n++] = c;
+    return n ? n : (cpus[0] = 0, 1);
+}
+
+/* ---- pool ----------------------------------------------------------------------------------- */
+
+struct ge_pool {
+    int n;
+    pthread_t *threads;
+    pthread_mutex_t mu;
+    pthread_cond_t wake, done;
+    bool stop;
+    /* the current call */
+    _Atomic uint64_t gen;
+    ge_task_fn fn;
+    void *ctx;
+    int64_t n_tasks;
+    int active;             /* workers taking part in this call */
+    _Atomic int64_t next;   /* next unclaimed task */
+    _Atomic int pending;    /* helper workers still working on this call */
+};
+
+typedef struct {
+    ge_pool *p;
+    int id;
+} worker_arg;
+
+static void drain(ge_pool *p, int worker)
+{
+    for (;;) {
+        int64_t i = atomic_fetch_add_explicit(&p->next, 1, memory_order_relaxed);
+        if (i >= p->n_tasks)
+            return;
+        p->fn(p->ctx, i, worker);
+    }
+}
+
+static void *worker_main(void *v)
+{
+    worker_arg *a = v;
+    ge_pool *p = a->p;
+    const int id = a->id;
+    free(a);
+    uint64_t seen = 0;
+    for (;;) {
+        /* spin a little: waves come back to back, and a futex sleep costs microseconds */
+        uint64_t g;
+        int spins = 0;
+        while ((g = atomic_load_explicit(&p->gen, memory_order_acquire)) == seen &&
+               spins++ < 2000)
+            sched_yield();
+        if (g == seen) {
+            pthread_mutex_lock(&p->mu);
+            while (!p->stop && (g = atomic_load(&p->gen)) == seen)
+                pthread_cond_wait(&p->wake, &p->mu);
+            pthread_mutex_unlock(&p->mu);
+        }
+        if (p->stop)
+            return NULL;
+        seen = g;
+        if (id < p->active) {
+            drain(p, id);
+            if (atomic_fetch_sub_explicit(&p->pending, 1, memory_order_acq_rel) == 1) {
+                pthread_mutex_lock(&p->mu);
+                pthread_cond_signal(&p->done);
+                pthread_mutex_unlock(&p->mu);
+            }
+        }
+    }
+}
+
+ge_status ge_pool_create(ge_pool **out, int n_threads, const ge_topo *topo, bool pin,
+                         ge_err *err)
+{
+    *out = NULL;
+    if (n_threads <= 0)
+        n_threads = topo && topo->n ? topo->n : 1;
+    ge_pool *p = calloc(1, sizeof *p);
+    if (!p || !(p->threads = calloc((size_t)n_threads, sizeof *p->threads))) {
+        free(p);
+        return ge_fail(err, GE_E_NOMEM, "out of memory for the thread pool");
+    }
+    p->n = n_threads;
+    pthread_mutex_init(&p->mu, NULL);
+    pthread_cond_init(&p->wake, NULL);
+    pthread_cond_init(&p->done, NULL);
+    if (pin && topo && topo->n) {
+        cpu_set_t set;
+        CPU_ZERO(&set);
+        CPU_SET(topo->cpus[0], &set);
+        pthread_setaffinity_np(pthread_self(), sizeof set, &set);
+    }
+    for (int i = 1; i < n_threads; i++) {
+        worker_arg *a = malloc(sizeof *a);
+        if (a)
+            *a = (worker_arg){p, i};
+        int rc = a ? pthread_create(&p->threads[i], NULL, worker_main, a) : ENOMEM;
+        if (rc) {
+            free(a);
+            p->n = i; /* join only the ones that started */
+            ge_pool_free(p);
+            return ge_fail(err, GE_E_INTERNAL, "cannot start worker thread %d: %s", i,
+                           strerror(rc));
+        }
+        if (pin && topo && i < topo->n) {
+            cpu_set_t set;
+            CPU_ZERO(&set);
+            CPU_SET(topo->cpus[i], &set);
+            pthread_setaffinity_np(p->threads[i], sizeof set, &set);
+        }
+    }
+    *out = p;
+    return GE_OK;
+}
+
+void ge_pool_free(ge_pool *p)
+{
+    if (!p)
+        return;
+    pthread_mutex_lock(&p->mu);
+    p->stop = true;
+    atomic_fetch_add(&p->gen, 1);
+    pthread_cond_broadcast(&p->wake);
+    pthread_mutex_unlock(&p->mu);
+    for (int i = 1; i < p->n; i++)
+        pthread_join(p->threads[i], NULL);
+    pthread_mutex_destroy(&p->mu);
+    pthread_cond_destroy(&p->wake);
+    pthread_cond_destroy(&p->done);
+    free(p->threads);
+    free(p);
+}
+
+int ge_pool_size(const ge_pool *p) { return p ? p->n : 1; }
+
+void ge_pool_run(ge_pool *p, int64_t n_tasks, int max_threads, ge_task_fn fn, void *ctx)
+{
+    if (n_tasks <= 0)
+        return;
+    int active = p ? p->n : 1;
+    if (max_threads > 0 && max_threads < active)
+        active = max_threads;
+    if ((int64_t)active > n_tasks)
+        active = (int)n_tasks;
+    if (active <= 1) {
+        for (int64_t i = 0; i < n_tasks; i++)
+            fn(ctx, i, 0);
+        return;
+    }
+    p->fn = fn;
+    p->ctx = ctx;
+    p->n_tasks = n_tasks;
+    p->active = active;
+    atomic_store(&p->next, 0);
+    atomic_store(&p->pending, active - 1);
+    pthread_mutex_lock(&p->mu);
+    atomic_fetch_add_explicit(&p->gen, 1, memory_order_release);
+    pthread_cond_broadcast(&p->wake);
+    pthread_mutex_unlock(&p->mu);
+    drain(p, 0);
+    /* wait for the helpers (spin first: they finish within microseconds of us) */
+    for (int spins = 0; atomic_load_explicit(&p->pending, memory_order_acquire) && spins < 2000;
+         spins++)
+        sched_yield();
+    pthread_mutex_lock(&p->mu);
+    while (atomic_load(&p->pending))
+        pthread_cond_wait(&p->done, &p->mu);
+    pthread_mutex_unlock(&p->mu);
+}
