@@ -73,6 +73,20 @@ static const char *clobbers_input(const ge_opts *o)
     return NULL;
 }
 
+/* A record read but not written yet: records are embedded in batches (short ones share a
+ * wave) and written in input order, error records included. */
+typedef struct {
+    char *id;              /* copy of the raw id */
+    size_t id_len;
+    const char *err_code;  /* static string, or NULL for a record to embed / tokenize */
+    char *err_msg;         /* copy, when err_code is set */
+    int32_t *tokens;       /* copy of the token ids */
+    size_t n_tokens;
+    bool truncated;
+    size_t orig_tokens;
+    char *where;           /* "source:line" for engine errors */
+} pending;
+
 /* The run's state shared by the record loop. */
 typedef struct {
     const ge_opts *o;
@@ -83,22 +97,125 @@ typedef struct {
     int dim, model_dim;
     size_t max_tokens;
     ge_tokens toks;
-    float *vec;             /* [model_dim] */
+    pending *batch;         /* [batch_cap] */
+    size_t batch_n, batch_cap, batch_tokens, batch_limit;
+    float *vecs;            /* [batch_cap][model_dim] */
     unsigned long long records, failed;
     bool out_failed;        /* a write error was reported */
 } run;
 
-/* Report a failed record. Returns GE_OK, or the output's I/O status. */
-static ge_status fail_record(run *R, const ge_rec *r, const char *code, const char *msg,
-                             ge_err *err)
+static void pending_free(pending *p)
 {
-    R->failed++;
-    return ge_out_error(R->out, r->id, r->id_len, code, msg, err);
+    free(p->id), free(p->err_msg), free(p->tokens), free(p->where);
+    memset(p, 0, sizeof *p);
 }
 
-/* Tokenize and embed one good record, writing a row or an error record. Returns the output
- * status (GE_E_IO stops the run); record failures are not errors here. */
-static ge_status one_record(run *R, const ge_rec *r, ge_err *err)
+static char *dup_mem(const char *s, size_t n)
+{
+    char *d = malloc(n + 1);
+    if (d) {
+        memcpy(d, s, n);
+        d[n] = 0;
+    }
+    return d;
+}
+
+/* Queue a record: an error record (code, msg) or tokens to embed. false when out of memory. */
+static bool queue(run *R, const ge_rec *r, const char *code, const char *msg)
+{
+    pending *p = &R->batch[R->batch_n];
+    memset(p, 0, sizeof *p);
+    char where[600];
+    snprintf(where, sizeof where, "%s:%llu", r->source, r->line);
+    p->id = dup_mem(r->id, r->id_len);
+    p->id_len = r->id_len;
+    p->where = dup_mem(where, strlen(where));
+    bool ok = p->id && p->where;
+    if (code) {
+        p->err_code = code;
+        ok = ok && (p->err_msg = dup_mem(msg, strlen(msg)));
+    } else {
+        p->n_tokens = R->toks.n;
+        ok = ok && (p->tokens = malloc(R->toks.n * sizeof *p->tokens));
+        if (ok)
+            memcpy(p->tokens, R->toks.ids, R->toks.n * sizeof *p->tokens);
+        R->batch_tokens += R->toks.n;
+    }
+    if (!ok) {
+        pending_free(p);
+        return false;
+    }
+    R->batch_n++;
+    return true;
+}
+
+/* Embed the queued records and write everything queued, in order. Returns the output status
+ * (GE_E_IO stops the run); record failures are counted, not returned. */
+static ge_status flush(run *R, ge_err *err)
+{
+    const ge_opts *o = R->o;
+    size_t n_good = 0;
+    const int32_t **ids = malloc(R->batch_n * sizeof *ids);
+    size_t *lens = malloc(R->batch_n * sizeof *lens);
+    ge_err e = {0};
+    ge_status est = GE_OK;
+    if (!ids || !lens) {
+        free(ids), free(lens);
+        return ge_fail(err, GE_E_NOMEM, "out of memory");
+    }
+    for (size_t i = 0; i < R->batch_n; i++)
+        if (!R->batch[i].err_code) {
+            ids[n_good] = R->batch[i].tokens;
+            lens[n_good++] = R->batch[i].n_tokens;
+        }
+    if (n_good && !o->tokenize)
+        est = ge_embed_batch(R->model, ids, lens, n_good, R->vecs, &e);
+    free(ids), free(lens);
+
+    ge_status st = GE_OK;
+    char msg[sizeof e.msg + 700];
+    for (size_t i = 0, g = 0; i < R->batch_n && !st; i++) {
+        pending *p = &R->batch[i];
+        float *vec = NULL;
+        if (p->err_code) {
+            R->failed++;
+            st = ge_out_error(R->out, p->id, p->id_len, p->err_code, p->err_msg, err);
+            continue;
+        }
+        ge_row row = {.id = p->id, .id_len = p->id_len, .truncated = p->truncated,
+                      .orig_tokens = p->orig_tokens};
+        if (o->tokenize) {
+            row.tokens = p->tokens;
+            row.n_tokens = p->n_tokens;
+            st = ge_out_row(R->out, &row, err);
+            continue;
+        }
+        vec = R->vecs + (g++) * (size_t)R->model_dim;
+        ge_status rst = est;
+        if (est) /* the batch failed: redo this record alone to attribute the error */
+            rst = ge_embed(R->model, p->tokens, p->n_tokens, vec, &e);
+        for (int k = 0; !rst && k < R->model_dim; k++)
+            if (!isfinite(vec[k]))
+                rst = ge_fail(&e, GE_E_INTERNAL, "the embedding has non-finite values");
+        if (rst) {
+            snprintf(msg, sizeof msg, "%s: %s", p->where, e.msg);
+            R->failed++;
+            st = ge_out_error(R->out, p->id, p->id_len, ge_status_name(rst), msg, err);
+            continue;
+        }
+        if (R->dim < R->model_dim)
+            ge_matryoshka(vec, R->dim);
+        row.vec = vec;
+        st = ge_out_row(R->out, &row, err);
+    }
+    for (size_t i = 0; i < R->batch_n; i++)
+        pending_free(&R->batch[i]);
+    R->batch_n = R->batch_tokens = 0;
+    return st;
+}
+
+/* Tokenize one good record and queue it (or queue its error record). */
+static bool one_record(run *R, const ge_rec *r)
 {
     const ge_opts *o = R->o;
     ge_err e = {0};
@@ -111,49 +228,29 @@ static ge_status one_record(run *R, const ge_rec *r, ge_err *err)
     ge_status st = ge_tokenize(R->model, prefix, r->text, r->text_len, &R->toks, &e);
     if (st) {
         snprintf(msg, sizeof msg, "%s:%llu: %s", r->source, r->line, e.msg);
-        return fail_record(R, r, ge_status_name(st), msg, err);
+        return queue(R, r, ge_status_name(st), msg);
     }
-
-    ge_row row = {.id = r->id, .id_len = r->id_len};
     size_t n = R->toks.n;
+    bool truncated = false;
     /* --tokenize shows the whole sequence unless --truncate asks for what would be embedded */
     if (n > R->max_tokens && (o->truncate || !o->tokenize)) {
         if (!o->truncate) {
             snprintf(msg, sizeof msg,
                      "%s:%llu: too long: %zu tokens, the limit is %zu (see --truncate)",
                      r->source, r->line, n, R->max_tokens);
-            return fail_record(R, r, "too_long", msg, err);
+            return queue(R, r, "too_long", msg);
         }
         ge_tokens_truncate(R->model, &R->toks, R->max_tokens);
-        row.truncated = true;
-        row.orig_tokens = n;
+        truncated = true;
         if (!o->quiet && R->binary) /* jsonl rows carry "truncated" themselves */
             say("%s:%llu: truncated from %zu to %zu tokens", r->source, r->line, n,
                 R->toks.n);
     }
-
-    if (o->tokenize) {
-        row.tokens = R->toks.ids;
-        row.n_tokens = R->toks.n;
-        return ge_out_row(R->out, &row, err);
-    }
-
-    st = ge_embed(R->model, R->toks.ids, R->toks.n, R->vec, &e);
-    if (st) {
-        snprintf(msg, sizeof msg, "%s:%llu: %s", r->source, r->line, e.msg);
-        return fail_record(R, r, ge_status_name(st), msg, err);
-    }
-    for (int i = 0; i < R->model_dim; i++) {
-        if (!isfinite(R->vec[i])) {
-            snprintf(msg, sizeof msg, "%s:%llu: the embedding has non-finite values",
-                     r->source, r->line);
-            return fail_record(R, r, "internal", msg, err);
-        }
-    }
-    if (R->dim < R->model_dim)
-        ge_matryoshka(R->vec, R->dim);
-    row.vec = R->vec;
-    return ge_out_row(R->out, &row, err);
+    if (!queue(R, r, NULL, NULL))
+        return false;
+    R->batch[R->batch_n - 1].truncated = truncated;
+    R->batch[R->batch_n - 1].orig_tokens = n;
+    return true;
 }
 
 /* Stream every record. Returns the exit status. */
@@ -169,24 +266,64 @@ static int stream(run *R, ge_in *in)
             status = EXIT_IO;
             break;
         }
-        if (got == 0)
-            break;
-        R->records++;
-        ge_status st = rec.err_code ? fail_record(R, &rec, rec.err_code, rec.err_msg, &err)
-                                    : one_record(R, &rec, &err);
-        if (st) {
-            say("%s", err.msg);
-            R->out_failed = true;
-            status = EXIT_IO;
-            break;
+        if (got > 0) {
+            R->records++;
+            bool ok = rec.err_code ? queue(R, &rec, rec.err_code, rec.err_msg)
+                                   : one_record(R, &rec);
+            if (!ok) {
+                say("out of memory");
+                status = EXIT_IO;
+                break;
+            }
+        }
+        unsigned long long queued_errors = 0;
+        for (size_t i = 0; i < R->batch_n; i++)
+            queued_errors += R->batch[i].err_code != NULL;
+        bool stop = R->o->max_errors && R->failed + queued_errors >= R->o->max_errors;
+        if (got == 0 || stop || R->batch_n == R->batch_cap ||
+            R->batch_tokens >= R->batch_limit) {
+            if (flush(R, &err)) {
+                say("%s", err.msg);
+                R->out_failed = true;
+                status = EXIT_IO;
+                break;
+            }
         }
         if (R->o->max_errors && R->failed >= R->o->max_errors) {
             if (!R->o->quiet)
                 say("stopping after %llu failed records (--max-errors)", R->failed);
             break;
         }
+        if (got == 0)
+            break;
     }
+    for (size_t i = 0; i < R->batch_n; i++)
+        pending_free(&R->batch[i]);
     return status;
+}
+
+/* --print-config: every switch with its value and where it came from, then the tier and
+ * the CPU the engine would use. */
+static int print_config(const ge_opts *o)
+{
+    static const char *const from[] = {"default", "environment", "flag"};
+    size_t n;
+    const ge_switch *sw = ge_config_switches(&n);
+    char val[64], cpu[256];
+    for (size_t i = 0; i < n; i++) {
+        const char *src = from[o->cfg.src[sw[i].id]];
+        printf("%-16s %-8s %s%s%s\n", sw[i].flag, ge_config_value_text(&o->cfg, &sw[i], val,
+               sizeof val), src, o->cfg.src[sw[i].id] == GE_SRC_ENV ? " " : "",
+               o->cfg.src[sw[i].id] == GE_SRC_ENV ? sw[i].env : "");
+    }
+    const char *tier;
+    int threads;
+    ge_err err;
+    if (ge_compute_plan(&o->cfg, &tier, &threads, cpu, sizeof cpu, &err))
+        return usage_error(err.msg);
+    printf("%-16s %s\n%-16s %d\n%-16s %s\n", "kernel tier", tier, "pool threads", threads,
+           "cpu", cpu);
+    return fflush(stdout) == 0 ? EXIT_OK : EXIT_IO;
 }
 
 int main(int argc, char **argv)
@@ -205,6 +342,8 @@ int main(int argc, char **argv)
         printf("gemmaembed %s\n", GEMMAEMBED_VERSION);
         return fflush(stdout) == 0 ? EXIT_OK : EXIT_IO;
     }
+    if (o.print_config)
+        return print_config(&o);
     if (!o.model)
         return usage_error("no model given (use -m PATH or set GEMMAEMBED_MODEL)");
 
@@ -244,7 +383,7 @@ int main(int argc, char **argv)
     }
 
     run R = {.o = &o, .prefix = prefix};
-    if (ge_model_open(&R.model, o.model, &err)) {
+    if (ge_model_open(&R.model, o.model, &o.cfg, &err)) {
         say("%s", err.msg);
         return EXIT_MODEL;
     }
@@ -262,8 +401,12 @@ int main(int argc, char **argv)
 
     int status = EXIT_OK;
     ge_in *in = ge_in_create(o.files, o.nfiles, o.input);
-    R.vec = malloc((size_t)R.model_dim * sizeof *R.vec);
-    if (!in || !R.vec) {
+    /* a batch holds about one wave of tokens (and at most 256 records) */
+    R.batch_cap = 256;
+    R.batch_limit = o.cfg.v[GE_CFG_WAVE_TOKENS] > 0 ? (size_t)o.cfg.v[GE_CFG_WAVE_TOKENS] : 1;
+    R.batch = calloc(R.batch_cap, sizeof *R.batch);
+    R.vecs = malloc(R.batch_cap * (size_t)R.model_dim * sizeof *R.vecs);
+    if (!in || !R.batch || !R.vecs) {
         say("out of memory");
         status = EXIT_IO;
     } else {
@@ -281,7 +424,8 @@ int main(int argc, char **argv)
         }
     }
     ge_in_free(in);
-    free(R.vec);
+    free(R.batch);
+    free(R.vecs);
     ge_tokens_free(&R.toks);
     ge_model_free(R.model);
 

@@ -16,7 +16,9 @@
 enum {
     O_MODEL = 'm', O_OUTPUT = 'o', O_QUIET = 'q', O_HELP = 'h', O_VERSION = 'V',
     O_INPUT = 256, O_FORMAT, O_ENCODING, O_DIM, O_PROMPT, O_PREFIX, O_TRUNCATE, O_TOKENIZE,
-    O_ERRORS, O_IDS, O_MAX_ERRORS
+    O_ERRORS, O_IDS, O_MAX_ERRORS, O_PRINT_CONFIG,
+    O_SWITCH = 1000,   /* + index in the engine switch table */
+    O_NO_SWITCH = 2000 /* + index: --no-<bool switch> */
 };
 
 typedef struct {
@@ -48,6 +50,8 @@ static const opt_row OPTS[] = {
     {O_IDS, "ids", "PATH", "OUTPUT.ids.jsonl", "ids sidecar of npy/f32 output"},
     {O_MAX_ERRORS, "max-errors", "N", "no limit", "stop after N failed records"},
     {O_QUIET, "quiet", NULL, NULL, "no summary or warnings on stderr"},
+    {O_PRINT_CONFIG, "print-config", NULL, NULL,
+     "show the switches, kernel tier and CPU, and exit"},
     {O_HELP, "help", NULL, NULL, "show this help and exit"},
     {O_VERSION, "version", NULL, NULL, "show the version and exit"},
 };
@@ -91,35 +95,73 @@ static bool parse_ull(const char *s, unsigned long long *v)
     return errno == 0 && *end == '\0';
 }
 
+#define MAX_SWITCHES 64
+
 int ge_opts_parse(int argc, char **argv, ge_opts *o, char *msg, size_t msglen)
 {
     memset(o, 0, sizeof *o);
     const char *env = getenv("GEMMAEMBED_MODEL");
     if (env && *env)
         o->model = env;
+    ge_err e;
+    size_t nsw;
+    const ge_switch *sw = ge_config_switches(&nsw);
+    ge_config_defaults(&o->cfg);
+    if (ge_config_from_env(&o->cfg, getenv, &e))
+        return usage(msg, msglen, "%s", e.msg);
 
-    struct option lo[NOPTS + 1];
-    char so[2 * NOPTS + 2];
-    size_t k = 0;
+    struct option lo[NOPTS + 2 * MAX_SWITCHES + 1];
+    char so[2 * NOPTS + 2 * MAX_SWITCHES + 2], no_names[MAX_SWITCHES][48];
+    size_t k = 0, nlo = 0;
     so[k++] = ':'; /* report a missing argument as ':' rather than '?' */
     for (size_t i = 0; i < NOPTS; i++) {
-        lo[i] = (struct option){OPTS[i].name, OPTS[i].arg ? required_argument : no_argument,
-                                NULL, OPTS[i].id};
+        lo[nlo++] = (struct option){OPTS[i].name,
+                                    OPTS[i].arg ? required_argument : no_argument, NULL,
+                                    OPTS[i].id};
         if (OPTS[i].id < 256) {
             so[k++] = (char)OPTS[i].id;
             if (OPTS[i].arg)
                 so[k++] = ':';
         }
     }
+    for (size_t i = 0; i < nsw && i < MAX_SWITCHES; i++) {
+        bool is_bool = sw[i].kind == GE_SW_BOOL;
+        lo[nlo++] = (struct option){sw[i].flag, is_bool ? no_argument : required_argument, NULL,
+                                    O_SWITCH + (int)i};
+        if (is_bool) {
+            snprintf(no_names[i], sizeof no_names[i], "no-%s", sw[i].flag);
+            lo[nlo++] = (struct option){no_names[i], no_argument, NULL, O_NO_SWITCH + (int)i};
+        }
+        if (sw[i].short_flag) {
+            so[k++] = sw[i].short_flag;
+            if (!is_bool)
+                so[k++] = ':';
+        }
+    }
     so[k] = '\0';
-    lo[NOPTS] = (struct option){0, 0, 0, 0};
+    lo[nlo] = (struct option){0, 0, 0, 0};
 
     opterr = 0;
     optind = 1;
     int c;
     unsigned long long v;
     while ((c = getopt_long(argc, argv, so, lo, NULL)) != -1) {
+        for (size_t i = 0; i < nsw; i++)
+            if (sw[i].short_flag && c == sw[i].short_flag)
+                c = O_SWITCH + (int)i;
+        if (c >= O_SWITCH && c < O_SWITCH + (int)nsw) {
+            const ge_switch *s = &sw[c - O_SWITCH];
+            if (ge_config_set(&o->cfg, s, s->kind == GE_SW_BOOL ? NULL : optarg, GE_SRC_FLAG,
+                              &e))
+                return usage(msg, msglen, "--%s", e.msg);
+            continue;
+        }
+        if (c >= O_NO_SWITCH && c < O_NO_SWITCH + (int)nsw) {
+            ge_config_set(&o->cfg, &sw[c - O_NO_SWITCH], "0", GE_SRC_FLAG, &e);
+            continue;
+        }
         switch (c) {
+        case O_PRINT_CONFIG: o->print_config = true; break;
         case O_MODEL: o->model = optarg; break;
         case O_OUTPUT: o->output = optarg; break;
         case O_ERRORS: o->errors = optarg; break;
@@ -207,6 +249,27 @@ void ge_opts_help(FILE *f)
         fprintf(f, "  %-29s %s\n", head, r->help);
         if (r->def)
             fprintf(f, "  %-29s (default: %s)\n", "", r->def);
+    }
+    fputs("\nEngine switches (each also read from the environment variable shown; a flag\n"
+          "wins over the environment; booleans take 1/0, on/off, true/false, yes/no there):\n",
+          f);
+    size_t nsw;
+    const ge_switch *sw = ge_config_switches(&nsw);
+    for (size_t i = 0; i < nsw; i++) {
+        char head[80];
+        if (sw[i].kind == GE_SW_BOOL)
+            snprintf(head, sizeof head, "    --%s, --no-%s", sw[i].flag, sw[i].flag);
+        else if (sw[i].short_flag)
+            snprintf(head, sizeof head, "-%c, --%s %s", sw[i].short_flag, sw[i].flag, sw[i].arg);
+        else
+            snprintf(head, sizeof head, "    --%s %s", sw[i].flag, sw[i].arg);
+        if (strlen(head) > 29) {
+            fprintf(f, "  %s\n  %-29s %s\n", head, "", sw[i].help);
+        } else {
+            fprintf(f, "  %-29s %s\n", head, sw[i].help);
+        }
+        fprintf(f, "  %-29s (default: %s%s%s)\n", "", sw[i].def_text, sw[i].env ? "; env " : "",
+                sw[i].env ? sw[i].env : "");
     }
     fputs("\nPrompt names (--prompt, or \"prompt\" in a record; case-insensitive):\n ", f);
     const char *const *names = ge_prompt_names();

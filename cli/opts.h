@@ -25,7 +25,8 @@ typedef struct {
     const char *prompt;     /* --prompt NAME (not yet resolved) */
     const char *prefix;     /* --prefix STR */
     bool truncate, tokenize, quiet;
-    bool help, version;
+    bool help, version, print_config;
+    ge_config cfg;          /* engine switches: defaults < environment < flags */
     unsigned long long max_errors; /* --max-errors; 0 = no limit */
     char **files;           /* FILE operands; nfiles == 0 means stdin */
     int nfiles;

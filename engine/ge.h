@@ -95,8 +95,15 @@ typedef struct ge_model ge_model;
 
 /* Open and validate a gemma-embedding2 GGUF text model (mmap, read-only, zero-copy).
  * Every hyperparameter comes from metadata; every tensor's name, type and shape is
- * checked. On failure *out is NULL and err names the file, the tensor and the cause. */
-ge_status ge_model_open(ge_model **out, const char *path, ge_err *err);
+ * checked. cfg (NULL = defaults) selects threads, kernel tier and fast paths; a forced tier
+ * the CPU cannot run is GE_E_USAGE. On failure *out is NULL and err names the file, the
+ * tensor and the cause. */
+ge_status ge_model_open(ge_model **out, const char *path, const ge_config *cfg, ge_err *err);
+/* What cfg selects on this machine, without a model (for --print-config): the kernel tier
+ * name, the pool size, and one line on the CPU (features, topology) in cpu[0..n). A forced
+ * tier the CPU cannot run is GE_E_USAGE. */
+ge_status ge_compute_plan(const ge_config *cfg, const char **tier, int *threads, char *cpu,
+                          size_t n, ge_err *err);
 void ge_model_free(ge_model *m); /* accepts NULL */
 
 int ge_model_dim(const ge_model *m);         /* output width E (768 for the real model) */
@@ -132,6 +139,12 @@ void ge_tokens_free(ge_tokens *t); /* frees ids; accepts NULL */
 /* Embed one token sequence: out receives the L2-normalised [ge_model_dim] vector.
  * GE_E_LIMIT when n > ge_model_max_tokens; GE_E_INPUT for an id outside the vocabulary. */
 ge_status ge_embed(ge_model *m, const int32_t *ids, size_t n, float *out, ge_err *err);
+
+/* Embed n token sequences (ids[i] of lens[i] tokens) into out [n][ge_model_dim]; short ones
+ * share packed waves (--wave-tokens). The vectors equal those of n ge_embed calls, bit for
+ * bit. On failure err names the sequence. */
+ge_status ge_embed_batch(ge_model *m, const int32_t *const *ids, const size_t *lens, size_t n,
+                         float *out, ge_err *err);
 
 /* Matryoshka: keep the first dim entries of an embedding and L2-normalise them again. */
 void ge_matryoshka(float *v, int dim);

@@ -218,17 +218,99 @@ static ge_status bind_all(ge_model *m, ge_err *err)
     return GE_OK;
 }
 
-ge_status ge_model_open(ge_model **out, const char *path, ge_err *err)
+/* The tier cfg asks for on this CPU, the topology and the pool size. */
+static ge_status plan(const ge_config *cfg, ge_tier *tier, ge_topo *topo, int *threads,
+                      ge_cpu_feats *f, ge_err *err)
+{
+    ge_cpu_detect(f);
+    int t = cfg->v[GE_CFG_CPU_TIER];
+    if (t < 0)
+        t = ge_tier_best(f);
+    else if (!ge_tier_supported(f, (ge_tier)t))
+        return ge_fail(err, GE_E_USAGE, "cpu tier %s: this CPU (or its OS) cannot run it",
+                       ge_tier_name((ge_tier)t));
+    *tier = (ge_tier)t;
+    int cpus[1024], n = ge_topo_allowed(cpus, 1024);
+    ge_status st = ge_topo_read("/sys", cpus, n, topo, err);
+    *threads = cfg->v[GE_CFG_THREADS] > 0 ? cfg->v[GE_CFG_THREADS] : topo->n;
+    return st;
+}
+
+static void describe_cpu(const ge_topo *t, const ge_cpu_feats *f, char *buf, size_t n)
+{
+    snprintf(buf, n, "%d CPUs allowed, %d cores%s; %s%s%s%s%s%s%s", t->n, t->n_core,
+             t->hybrid ? " (hybrid)" : "", f->x86 ? "x86-64" : f->arm64 ? "arm64" : "other",
+             f->avx2 ? " avx2" : "", f->fma ? " fma" : "", f->avxvnni ? " avx-vnni" : "",
+             f->avx512f ? " avx512f" : "", f->avx512vnni ? " avx512-vnni" : "",
+             f->neon ? " neon" : "");
+}
+
+ge_status ge_compute_plan(const ge_config *cfg, const char **tier, int *threads, char *cpu,
+                          size_t n, ge_err *err)
+{
+    ge_tier t;
+    ge_topo topo;
+    ge_cpu_feats f;
+    ge_status st = plan(cfg, &t, &topo, threads, &f, err);
+    if (st)
+        return st;
+    *tier = ge_tier_name(t);
+    describe_cpu(&topo, &f, cpu, n);
+    return GE_OK;
+}
+
+/* Kernel tier, topology, worker pool and per-worker scratch. */
+static ge_status setup_compute(ge_model *m, ge_err *err)
+{
+    ge_tier tier;
+    ge_cpu_feats f;
+    ge_status st = plan(&m->cfg, &tier, &m->topo, &m->threads, &f, err);
+    if (st)
+        return st;
+    m->kern = ge_kern_get(tier);
+    int cap = m->cfg.v[GE_CFG_THREAD_CAP];
+    m->max_threads = cap > 0 && cap < m->threads ? cap : m->threads;
+    bool pin = m->cfg.v[GE_CFG_HYBRID] && m->topo.hybrid;
+    if ((st = ge_pool_create(&m->pool, m->threads, &m->topo, pin, err)))
+        return st;
+
+    int64_t widest = m->hp.n_embd > m->hp.n_ff ? m->hp.n_embd : m->hp.n_ff;
+    widest = widest > m->hp.n_ple ? widest : m->hp.n_ple;
+    for (int i = 0; i < m->hp.n_layer; i++)
+        if (m->layers[i].wo.ne0 > widest)
+            widest = m->layers[i].wo.ne0;
+    m->row_scratch_len = (size_t)widest;
+    m->row_scratch = malloc((size_t)m->threads * m->row_scratch_len * sizeof(float));
+    if (!m->row_scratch)
+        return ge_fail(err, GE_E_NOMEM, "out of memory");
+    return GE_OK;
+}
+
+void ge_parallel(ge_model *m, int64_t n, int max, ge_task_fn fn, void *ctx)
+{
+    int cap = m->wave_threads > 0 ? m->wave_threads : m->max_threads;
+    ge_pool_run(m->pool, n, max > 0 && max < cap ? max : cap, fn, ctx);
+}
+
+ge_status ge_model_open(ge_model **out, const char *path, const ge_config *cfg, ge_err *err)
 {
     *out = NULL;
     ge_model *m = calloc(1, sizeof *m);
     if (!m)
         return ge_fail(err, GE_E_NOMEM, "%s: out of memory", path);
+    if (cfg)
+        m->cfg = *cfg;
+    else
+        ge_config_defaults(&m->cfg);
     ge_status st = ge_gguf_open(&m->gguf, path, err);
     if (!st)
         st = load_hparams(m, err);
     if (!st)
         st = bind_all(m, err);
+    if (!st)
+        st = setup_compute(m, err);
+    if (!st && m->cfg.v[GE_CFG_PREPACK])
+        st = ge_linear_prepack(m, err);
     if (st) {
         ge_model_free(m);
         return st;
@@ -247,6 +329,11 @@ void ge_model_free(ge_model *m)
 {
     if (!m)
         return;
+    ge_linear_cache_free(m);
+    ge_pool_free(m->pool);
+    free(m->row_scratch);
+    for (int i = 0; i < 2; i++)
+        free(m->rope_cos[i]), free(m->rope_sin[i]);
     ge_tok_free(m->tok);
     free(m->layers);
     ge_gguf_close(m->gguf);
@@ -256,6 +343,7 @@ void ge_model_free(ge_model *m)
 int ge_model_dim(const ge_model *m) { return m->hp.n_out; }
 int ge_model_max_tokens(const ge_model *m) { return m->hp.max_tokens; }
 const char *ge_model_describe(const ge_model *m) { return m->describe; }
+
 
 void ge_tensor_row(const ge_tensor *t, int64_t r, float *dst)
 {

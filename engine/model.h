@@ -11,6 +11,8 @@
 
 #include "ge.h"
 #include "gguf.h"
+#include "kern.h"
+#include "threads.h"
 #include "tok.h"
 
 /* A weight matrix or vector: rows of ne0 values, ne1 rows, ggml type. */
@@ -46,7 +48,20 @@ typedef struct {
     float eps;
 } ge_hparams;
 
+typedef struct ge_packed_cache ge_packed_cache; /* linear.c */
+
 struct ge_model {
+    ge_config cfg;
+    const ge_kern *kern;       /* the selected tier's kernels */
+    ge_pool *pool;
+    ge_topo topo;
+    int threads, max_threads;  /* pool size; cap for one parallel call */
+    int wave_threads;          /* cap for the current wave (P-cores only for small waves) */
+    float *row_scratch;        /* [threads][row_scratch_len]: one weight row per worker */
+    size_t row_scratch_len;
+    ge_packed_cache *packed;   /* repacked weights, keyed by source data pointer */
+    float *rope_cos[2], *rope_sin[2]; /* [rope_len][d/2] per layer type (0 sliding, 1 full) */
+    int rope_len;
     ge_gguf *gguf;
     ge_hparams hp;
     ge_layer *layers;          /* [n_layer] */
@@ -58,6 +73,28 @@ struct ge_model {
     ge_tok *tok;
     char describe[256];
 };
+
+/* ---- linear.c: y = x W^T through the fastest enabled path -------------------------------- */
+
+typedef struct {
+    const ge_tensor *w;
+    float *y; /* [n_tok, w->ne1] */
+} ge_linear_out;
+
+/* y_i = x W_i^T for several weights sharing the input x [n_tok, ne0] (quantised once). */
+ge_status ge_linear_many(ge_model *m, const float *x, int n_tok, const ge_linear_out *outs,
+                         int n_outs, ge_err *err);
+/* Repack every weight the fast paths use (--prepack). */
+ge_status ge_linear_prepack(ge_model *m, ge_err *err);
+void ge_linear_cache_free(ge_model *m);
+
+/* ---- attention.c ------------------------------------------------------------------------ */
+
+/* Attention for one layer over a packed wave (kern.h ge_attn_args), flash or reference. */
+void ge_attention(ge_model *m, const ge_attn_args *a, int64_t n_tok);
+
+/* Run fn over n tasks on the model's pool (at most max threads; 0 = the configured cap). */
+void ge_parallel(ge_model *m, int64_t n, int max, ge_task_fn fn, void *ctx);
 
 /* Row r of a tensor as fp32 (n = ne0 values). */
 void ge_tensor_row(const ge_tensor *t, int64_t r, float *dst);

@@ -379,7 +379,7 @@ expect_rc version 0 "--version"
 
 # every long flag in --help is documented in the man page, which renders without warnings
 missing=""
-for f in $(grep -o -- '--[a-z][a-z-]*' "$T/help.out" | sort -u); do
+for f in $(grep -o -- '--[a-z][a-z0-9-]*' "$T/help.out" | sort -u); do
     grep -q -- "Fl -${f#--}\b\|\\\\-\\\\-${f#--}" man/gemmaembed.1 || missing="$missing $f"
 done
 [ -z "$missing" ] && pass "man page lists every flag" || fail "man page lists every flag" "missing:$missing"

@@ -29,7 +29,7 @@ int main(int argc, char **argv)
     const char *dir = argc > 1 ? argv[1] : "build/test-out";
     ge_model *m = NULL;
     ge_err err = {0};
-    if (!check(ge_model_open(&m, "testdata/tiny-f32.gguf", &err) == GE_OK, "tiny f32 binds",
+    if (!check(ge_model_open(&m, "testdata/tiny-f32.gguf", NULL, &err) == GE_OK, "tiny f32 binds",
                "%s", err.msg))
         return check_done();
     const ge_hparams *hp = &m->hp;
@@ -92,7 +92,7 @@ int main(int argc, char **argv)
             check(false, name, "%s was not generated", path);
             continue;
         }
-        ge_status st = ge_model_open(&m, path, &err);
+        ge_status st = ge_model_open(&m, path, NULL, &err);
         check(st != GE_OK && m == NULL && strstr(err.msg, path) &&
                   strstr(err.msg, broken[k].needle) && !strchr(err.msg, '\n'),
               name, "%s: %s", ge_status_name(st), err.msg);

@@ -1,0 +1,383 @@
+/* encoder.c - the text encoder (SPEC.md 3) over packed waves.
+ *
+ * A wave is several token sequences laid back to back; every token row is computed
+ * independently of the others (attention sees only its own sequence, through per-query key
+ * bounds), so a record's vector is the same whether it runs alone or packed. The heavy
+ * operations go through linear.c and attention.c, whose switches select the fast kernels or
+ * the reference paths; with every switch off this is the plain fp32 reference.
+ * Shapes: T tokens in the wave, H hidden, L layers, P per-layer width, E output width. */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "model.h"
+
+/* ---- small blocks ------------------------------------------------------------------------ */
+
+/* y = x / sqrt(mean(x^2) + eps) * w  (w NULL: no weight); in place allowed */
+static void rmsnorm(float *y, const float *x, const float *w, int n, float eps)
+{
+    double ss = 0.0;
+    for (int i = 0; i < n; i++)
+        ss += (double)x[i] * x[i];
+    float inv = (float)(1.0 / sqrt(ss / n + eps));
+    for (int i = 0; i < n; i++)
+        y[i] = x[i] * inv * (w ? w[i] : 1.0f);
+}
+
+/* gelu_pytorch_tanh */
+static float gelu(float x)
+{
+    const float c = 0.7978845608028654f; /* sqrt(2/pi) */
+    return 0.5f * x * (1.0f + tanhf(c * (x + 0.044715f * x * x * x)));
+}
+
+/* NEOX rotate-half RoPE over a head of d values with the angle table of its position. */
+static void rope(float *v, int d, const float *cs, const float *sn)
+{
+    const int half = d / 2;
+    for (int j = 0; j < half; j++) {
+        float x0 = v[j], x1 = v[j + half];
+        v[j] = x0 * cs[j] - x1 * sn[j];
+        v[j + half] = x1 * cs[j] + x0 * sn[j];
+    }
+}
+
+/* cos/sin of pos * base^(-2j/d) for positions < len, computed in double (as the reference). */
+static ge_status rope_tables(ge_model *m, int len, ge_err *err)
+{
+    if (len <= m->rope_len)
+        return GE_OK;
+    for (int type = 0; type < 2; type++) {
+        const ge_layer *l = NULL;
+        for (int i = 0; i < m->hp.n_layer && !l; i++)
+            if (m->layers[i].sliding == (type == 0))
+                l = &m->layers[i];
+        free(m->rope_cos[type]);
+        free(m->rope_sin[type]);
+        m->rope_cos[type] = m->rope_sin[type] = NULL;
+        if (!l)
+            continue;
+        const int half = l->head_dim / 2;
+        float *cs = malloc((size_t)len * half * sizeof *cs), *sn = malloc((size_t)len * half * sizeof *sn);
+        if (!cs || !sn) {
+            free(cs), free(sn);
+            m->rope_len = 0;
+            return ge_fail(err, GE_E_NOMEM, "out of memory for rope tables");
+        }
+        for (int j = 0; j < half; j++) {
+            double inv_freq = pow((double)l->rope_base, -2.0 * j / l->head_dim);
+            for (int p = 0; p < len; p++) {
+                double a = p * inv_freq;
+                cs[(size_t)p * half + j] = (float)cos(a);
+                sn[(size_t)p * half + j] = (float)sin(a);
+            }
+        }
+        m->rope_cos[type] = cs, m->rope_sin[type] = sn;
+    }
+    m->rope_len = len;
+    return GE_OK;
+}
+
+/* ---- buffers ------------------------------------------------------------------------------ */
+
+typedef struct {
+    float *x;     /* [T, H] residual stream */
+    float *a;     /* [T, max(H, nh*d)] branch input / output */
+    float *q;     /* [T, nh*dmax] */
+    float *k, *v; /* [T, kvmax] */
+    float *o;     /* [T, nh*dmax] */
+    float *g, *u; /* [T, max(F, P)] */
+    float *ple;   /* [T, L*P] */
+    float *w;     /* [max(H, P, dmax)] one norm weight */
+    int32_t *pos; /* [T] position within its sequence */
+    int32_t *lo[2], *hi[2]; /* [T] visible keys, sliding (0) and full (1) layers */
+} buffers;
+
+#define BUFFER_FIELDS(b) {&b->x, &b->a, &b->q, &b->k, &b->v, &b->o, &b->g, &b->u, &b->ple, &b->w}
+
+static void free_buffers(buffers *b)
+{
+    float **fields[] = BUFFER_FIELDS(b);
+    for (size_t i = 0; i < sizeof fields / sizeof fields[0]; i++)
+        free(*fields[i]);
+    free(b->pos), free(b->lo[0]), free(b->lo[1]), free(b->hi[0]), free(b->hi[1]);
+    memset(b, 0, sizeof *b);
+}
+
+static ge_status alloc_buffers(buffers *b, const ge_model *m, int T)
+{
+    const ge_hparams *hp = &m->hp;
+    int dmax = 0, kvmax = 0;
+    for (int i = 0; i < hp->n_layer; i++) {
+        const ge_layer *l = &m->layers[i];
+        dmax = l->head_dim > dmax ? l->head_dim : dmax;
+        kvmax = l->n_kv * l->head_dim > kvmax ? l->n_kv * l->head_dim : kvmax;
+    }
+    size_t qd = (size_t)hp->n_head * dmax, H = (size_t)hp->n_embd, t = (size_t)T;
+    size_t wide = qd > H ? qd : H, ff = (size_t)(hp->n_ff > hp->n_ple ? hp->n_ff : hp->n_ple);
+    size_t wlen = H > (size_t)hp->n_ple ? H : (size_t)hp->n_ple;
+    wlen = wlen > (size_t)dmax ? wlen : (size_t)dmax;
+    memset(b, 0, sizeof *b);
+    /* calloc: every row is written before it is read, but this keeps tools quiet */
+    b->x = calloc(t * H, sizeof(float));
+    b->a = calloc(t * wide, sizeof(float));
+    b->q = calloc(t * qd, sizeof(float));
+    b->k = calloc(t * kvmax, sizeof(float));
+    b->v = calloc(t * kvmax, sizeof(float));
+    b->o = calloc(t * qd, sizeof(float));
+    b->g = calloc(t * ff, sizeof(float));
+    b->u = calloc(t * ff, sizeof(float));
+    b->ple = calloc(t * hp->n_layer * hp->n_ple, sizeof(float));
+    b->w = calloc(wlen, sizeof(float));
+    b->pos = calloc(t, sizeof(int32_t));
+    for (int i = 0; i < 2; i++)
+        b->lo[i] = calloc(t, sizeof(int32_t)), b->hi[i] = calloc(t, sizeof(int32_t));
+    float **fields[] = BUFFER_FIELDS(b);
+    bool ok = b->pos && b->lo[0] && b->lo[1] && b->hi[0] && b->hi[1];
+    for (size_t i = 0; i < sizeof fields / sizeof fields[0]; i++)
+        ok = ok && *fields[i];
+    if (!ok) {
+        free_buffers(b);
+        return GE_E_NOMEM;
+    }
+    return GE_OK;
+}
+
+/* ---- parallel elementwise blocks ---------------------------------------------------------- */
+
+typedef struct {
+    float *x;          /* rows of n */
+    const float *w;    /* norm weight or NULL */
+    int n;
+    float eps;
+    int64_t rows, per_task;
+} norm_job;
+
+static void norm_task(void *ctx, int64_t i, int worker)
+{
+    const norm_job *j = ctx;
+    int64_t r1 = (i + 1) * j->per_task < j->rows ? (i + 1) * j->per_task : j->rows;
+    for (int64_t r = i * j->per_task; r < r1; r++)
+        rmsnorm(j->x + r * j->n, j->x + r * j->n, j->w, j->n, j->eps);
+}
+
+/* RMSNorm (in place) of rows x [rows, n] with weight tensor w (NULL: none). */
+static void norm_rows(ge_model *m, float *x, int64_t rows, int n, const ge_tensor *w, float *wbuf)
+{
+    if (w)
+        ge_tensor_row(w, 0, wbuf);
+    norm_job j = {x, w ? wbuf : NULL, n, m->hp.eps, rows, 0};
+    j.per_task = (64 * 512 + n - 1) / n;
+    ge_parallel(m, (rows + j.per_task - 1) / j.per_task, 0, norm_task, &j);
+}
+
+/* ---- one layer ---------------------------------------------------------------------------- */
+
+static ge_status layer_forward(ge_model *m, const ge_layer *l, int li, int T, buffers *b,
+                               ge_err *err)
+{
+    const ge_hparams *hp = &m->hp;
+    const int H = hp->n_embd, nh = hp->n_head, d = l->head_dim, nkv = l->n_kv, P = hp->n_ple;
+    const int F = hp->n_ff, type = l->sliding ? 0 : 1;
+    ge_status st;
+
+    /* attention branch: a = post_norm(o_proj(attn(rope(qk_norm(q, k)), v_norm(v)))) */
+    memcpy(b->a, b->x, (size_t)T * H * sizeof(float));
+    norm_rows(m, b->a, T, H, &l->attn_norm, b->w);
+    ge_linear_out qkv[] = {{&l->wq, b->q}, {&l->wk, b->k}, {&l->wv, b->v}};
+    if ((st = ge_linear_many(m, b->a, T, qkv, 3, err)))
+        return st;
+    norm_rows(m, b->q, (int64_t)T * nh, d, &l->q_norm, b->w);
+    norm_rows(m, b->k, (int64_t)T * nkv, d, &l->k_norm, b->w);
+    norm_rows(m, b->v, (int64_t)T * nkv, d, NULL, b->w);
+    const int half = d / 2;
+    for (int t = 0; t < T; t++) {
+        const float *cs = m->rope_cos[type] + (size_t)b->pos[t] * half;
+        const float *sn = m->rope_sin[type] + (size_t)b->pos[t] * half;
+        for (int h = 0; h < nh; h++)
+            rope(b->q + ((size_t)t * nh + h) * d, d, cs, sn);
+        for (int h = 0; h < nkv; h++)
+            rope(b->k + ((size_t)t * nkv + h) * d, d, cs, sn);
+    }
+    ge_attn_args args = {b->q, b->k, b->v, b->o, (int64_t)nh * d, (int64_t)nkv * d,
+                         (int64_t)nh * d, nh, nkv, d, 1.0f, b->lo[type], b->hi[type]};
+    ge_attention(m, &args, T);
+    ge_linear_out o_proj[] = {{&l->wo, b->a}};
+    if ((st = ge_linear_many(m, b->o, T, o_proj, 1, err)))
+        return st;
+    norm_rows(m, b->a, T, H, &l->post_attn_norm, b->w);
+    for (size_t i = 0; i < (size_t)T * H; i++)
+        b->x[i] += b->a[i];
+
+    /* MLP branch: post_norm(down(gelu(gate(u)) * up(u))), u = pre_norm(x) */
+    memcpy(b->a, b->x, (size_t)T * H * sizeof(float));
+    norm_rows(m, b->a, T, H, &l->ffn_norm, b->w);
+    ge_linear_out gate_up[] = {{&l->w_gate, b->g}, {&l->w_up, b->u}};
+    if ((st = ge_linear_many(m, b->a, T, gate_up, 2, err)))
+        return st;
+    for (size_t i = 0; i < (size_t)T * F; i++)
+        b->g[i] = gelu(b->g[i]) * b->u[i];
+    ge_linear_out down[] = {{&l->w_down, b->a}};
+    if ((st = ge_linear_many(m, b->g, T, down, 1, err)))
+        return st;
+    norm_rows(m, b->a, T, H, &l->post_ffn_norm, b->w);
+    for (size_t i = 0; i < (size_t)T * H; i++)
+        b->x[i] += b->a[i];
+
+    /* PLE block: post_norm(proj(gelu(gate(x)) * ple[:, li])) */
+    ge_linear_out ple_gate[] = {{&l->ple_gate, b->g}};
+    if ((st = ge_linear_many(m, b->x, T, ple_gate, 1, err)))
+        return st;
+    for (int t = 0; t < T; t++) {
+        const float *ple = b->ple + ((size_t)t * hp->n_layer + li) * P;
+        for (int i = 0; i < P; i++)
+            b->g[(size_t)t * P + i] = gelu(b->g[(size_t)t * P + i]) * ple[i];
+    }
+    ge_linear_out ple_proj[] = {{&l->ple_proj, b->a}};
+    if ((st = ge_linear_many(m, b->g, T, ple_proj, 1, err)))
+        return st;
+    norm_rows(m, b->a, T, H, &l->ple_post_norm, b->w);
+    for (size_t i = 0; i < (size_t)T * H; i++)
+        b->x[i] = (b->x[i] + b->a[i]) * l->out_scale;
+    return GE_OK;
+}
+
+/* ---- one wave ----------------------------------------------------------------------------- */
+
+/* Embed n_seq sequences laid back to back in ids (sequence s is ids[start[s] .. start[s+1]));
+ * out receives n_seq L2-normalised [E] vectors. */
+static ge_status forward_wave(ge_model *m, const int32_t *ids, const int64_t *start, int n_seq,
+                              float *out, ge_err *err)
+{
+    const ge_hparams *hp = &m->hp;
+    const int T = (int)start[n_seq], H = hp->n_embd, L = hp->n_layer, P = hp->n_ple;
+    buffers b;
+    if (alloc_buffers(&b, m, T))
+        return ge_fail(err, GE_E_NOMEM, "out of memory for a %d-token wave", T);
+    int longest = 0;
+    for (int s = 0; s < n_seq; s++) {
+        int64_t s0 = start[s], s1 = start[s + 1], r = hp->swa_radius;
+        longest = (int)(s1 - s0) > longest ? (int)(s1 - s0) : longest;
+        for (int64_t i = s0; i < s1; i++) {
+            b.pos[i] = (int32_t)(i - s0);
+            b.lo[1][i] = (int32_t)s0, b.hi[1][i] = (int32_t)s1;
+            b.lo[0][i] = (int32_t)(i - r > s0 ? i - r : s0);
+            b.hi[0][i] = (int32_t)(i + r + 1 < s1 ? i + r + 1 : s1);
+        }
+    }
+    ge_status st = rope_tables(m, longest, err);
+    if (st)
+        goto done;
+    /* on hybrid CPUs a small wave stays on the P-cores (the pool's first workers) */
+    m->wave_threads = m->max_threads;
+    if (m->topo.hybrid && m->cfg.v[GE_CFG_HYBRID] && T < m->cfg.v[GE_CFG_HYBRID_TOKENS] &&
+        m->topo.n_pcore > 0 && m->topo.n_pcore < m->max_threads)
+        m->wave_threads = m->topo.n_pcore;
+
+    /* input embedding: e = token_embd[id] * sqrt(H) */
+    const float scale = sqrtf((float)H);
+    for (int t = 0; t < T; t++) {
+        float *e = b.x + (size_t)t * H;
+        ge_tensor_row(&m->tok_embd, ids[t], e);
+        for (int i = 0; i < H; i++)
+            e[i] *= scale;
+    }
+    /* projection-only PLE, once from the merged embeddings: [T, L, P] */
+    ge_linear_out ple[] = {{&m->ple_model_proj, b.ple}};
+    if ((st = ge_linear_many(m, b.x, T, ple, 1, err)))
+        goto done;
+    const float ple_scale = 1.0f / sqrtf((float)H);
+    for (size_t i = 0; i < (size_t)T * L * P; i++)
+        b.ple[i] *= ple_scale;
+    norm_rows(m, b.ple, (int64_t)T * L, P, &m->ple_norm, b.w);
+
+    for (int li = 0; li < L && !st; li++)
+        st = layer_forward(m, &m->layers[li], li, T, &b, err);
+    if (st)
+        goto done;
+
+    /* final norm, mean over each sequence's tokens, then the (linear) projection, L2 */
+    norm_rows(m, b.x, T, H, &m->out_norm, b.w);
+    float *mean = b.a; /* [n_seq, H] */
+    for (int s = 0; s < n_seq; s++) {
+        float *ms = mean + (size_t)s * H;
+        memset(ms, 0, (size_t)H * sizeof *ms);
+        for (int64_t t = start[s]; t < start[s + 1]; t++)
+            for (int i = 0; i < H; i++)
+                ms[i] += b.x[(size_t)t * H + i];
+        for (int i = 0; i < H; i++)
+            ms[i] /= (float)(start[s + 1] - start[s]);
+    }
+    ge_linear_out proj[] = {{&m->out_proj, out}};
+    if ((st = ge_linear_many(m, mean, n_seq, proj, 1, err)))
+        goto done;
+    for (int s = 0; s < n_seq; s++)
+        ge_matryoshka(out + (size_t)s * hp->n_out, hp->n_out);
+done:
+    m->wave_threads = 0;
+    free_buffers(&b);
+    return st;
+}
+
+/* ---- public entry points (ge.h) ------------------------------------------------------------ */
+
+static ge_status check_ids(const ge_model *m, const int32_t *ids, size_t n, ge_err *err)
+{
+    if (n == 0)
+        return ge_fail(err, GE_E_INPUT, "empty token sequence");
+    if (n > (size_t)m->hp.max_tokens)
+        return ge_fail(err, GE_E_LIMIT, "%zu tokens exceed the context limit of %d", n,
+                       m->hp.max_tokens);
+    for (size_t i = 0; i < n; i++)
+        if (ids[i] < 0 || ids[i] >= m->hp.n_vocab)
+            return ge_fail(err, GE_E_INPUT, "token id %d at position %zu is outside the "
+                           "vocabulary of %d", ids[i], i, m->hp.n_vocab);
+    return GE_OK;
+}
+
+ge_status ge_embed(ge_model *m, const int32_t *ids, size_t n, float *out, ge_err *err)
+{
+    return ge_embed_batch(m, &ids, &n, 1, out, err);
+}
+
+ge_status ge_embed_batch(ge_model *m, const int32_t *const *ids, const size_t *lens, size_t n,
+                         float *out, ge_err *err)
+{
+    for (size_t s = 0; s < n; s++) {
+        ge_status st = check_ids(m, ids[s], lens[s], err);
+        if (st) {
+            ge_err_prefix(err, "sequence %zu", s);
+            return st;
+        }
+    }
+    /* waves: consecutive sequences while they fit in wave_tokens; longer ones alone */
+    const size_t cap = (size_t)m->cfg.v[GE_CFG_WAVE_TOKENS];
+    int64_t *start = malloc((n + 1) * sizeof *start);
+    int32_t *buf = NULL;
+    size_t buf_cap = 0;
+    ge_status st = start ? GE_OK : ge_fail(err, GE_E_NOMEM, "out of memory");
+    for (size_t s0 = 0; s0 < n && !st;) {
+        size_t s1 = s0 + 1, total = lens[s0];
+        while (s1 < n && total + lens[s1] <= cap)
+            total += lens[s1++];
+        if (total > buf_cap) {
+            int32_t *nb = realloc(buf, total * sizeof *nb);
+            if (!nb) {
+                st = ge_fail(err, GE_E_NOMEM, "out of memory for a %zu-token wave", total);
+                break;
+            }
+            buf = nb, buf_cap = total;
+        }
+        start[0] = 0;
+        for (size_t s = s0; s < s1; s++) {
+            memcpy(buf + start[s - s0], ids[s], lens[s] * sizeof *buf);
+            start[s - s0 + 1] = start[s - s0] + (int64_t)lens[s];
+        }
+        st = forward_wave(m, buf, start, (int)(s1 - s0), out + s0 * (size_t)m->hp.n_out, err);
+        s0 = s1;
+    }
+    free(buf);
+    free(start);
+    return st;
+}

@@ -1,0 +1,327 @@
+/* linear.c - y = x W^T for the encoder: Q8_0 GEMM, panel SGEMM or the reference row dots,
+ * split into (output rows x token block) tasks on the pool.
+ *
+ * Weights are repacked once into the kernel tier's layout on first use (or all at load with
+ * --prepack) and cached by their source data pointer; with --release-weights the file pages
+ * of a repacked tensor are dropped so that resident memory holds one copy. */
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include "dtype.h"
+#include "model.h"
+
+enum { PACK_Q8 = 1, PACK_SG = 2 };
+
+typedef struct {
+    const void *src; /* key: source data pointer */
+    int kind;        /* PACK_Q8 / PACK_SG */
+    ge_tier tier;    /* layouts differ between tiers */
+    void *data;
+} pack_entry;
+
+struct ge_packed_cache {
+    pthread_mutex_t mu;
+    pack_entry *v;
+    size_t n, cap;
+    ge_q8_act act; /* activation scratch, grown as needed */
+    size_t act_cap_q, act_cap_d;
+};
+
+static ge_packed_cache *cache_of(ge_model *m)
+{
+    if (!m->packed) {
+        ge_packed_cache *c = calloc(1, sizeof *c);
+        if (!c)
+            return NULL;
+        pthread_mutex_init(&c->mu, NULL);
+        m->packed = c;
+    }
+    return m->packed;
+}
+
+void ge_linear_cache_free(ge_model *m)
+{
+    ge_packed_cache *c = m->packed;
+    if (!c)
+        return;
+    for (size_t i = 0; i < c->n; i++)
+        free(c->v[i].data);
+    free(c->v);
+    free(c->act.qs);
+    free(c->act.d);
+    free(c->act.sum);
+    pthread_mutex_destroy(&c->mu);
+    free(c);
+    m->packed = NULL;
+}
+
+/* ---- which path ---------------------------------------------------------------------------- */
+
+/* The kernel table for a Q8_0 GEMM over n_tok tokens, or NULL for the reference path. */
+static const ge_kern *q8_kernels(const ge_model *m, int n_tok)
+{
+    const ge_kern *k = m->kern;
+    if (k->tier == GE_TIER_AVXVNNI &&
+        (!m->cfg.v[GE_CFG_VNNI256] || (n_tok <= 8 && !m->cfg.v[GE_CFG_VNNI256_SHORT])))
+        k = ge_kern_get(GE_TIER_AVX2);
+    return k->q8_gemm ? k : NULL;
+}
+
+static const ge_kern *sg_kernels(const ge_model *m, uint32_t type)
+{
+    if (!m->cfg.v[GE_CFG_SGEMM] || !m->kern->sgemm)
+        return NULL;
+    return type == GE_T_F32 || type == GE_T_F16 || type == GE_T_BF16 ? m->kern : NULL;
+}
+
+/* ---- packing ---------------------------------------------------------------------------- */
+
+typedef struct {
+    const ge_kern *k;
+    const ge_tensor *w;
+    void *dst;
+    int kind;
+    int64_t rows_per_task;
+} pack_job;
+
+static void pack_task(void *ctx, int64_t i, int worker)
+{
+    const pack_job *j = ctx;
+    int64_t r0 = i * j->rows_per_task, r1 = r0 + j->rows_per_task;
+    if (r1 > j->w->ne1)
+        r1 = j->w->ne1;
+    if (j->kind == PACK_Q8)
+        j->k->q8_pack(j->w->data, j->w->ne1, j->w->ne0, j->dst, r0, r1);
+    else
+        j->k->sg_pack(j->w->type, j->w->data, j->w->ne1, j->w->ne0, j->dst, r0, r1);
+}
+
+/* Drop the file pages under a repacked tensor (only ever inside a registered read-only
+ * model mapping; partial pages at the ends are kept, they may hold a neighbour's data). */
+static void release_pages(const ge_tensor *w)
+{
+    size_t n = w->row_bytes * (size_t)w->ne1, page = (size_t)sysconf(_SC_PAGESIZE);
+    uintptr_t a = ((uintptr_t)w->data + page - 1) & ~(uintptr_t)(page - 1);
+    uintptr_t b = ((uintptr_t)w->data + n) & ~(uintptr_t)(page - 1);
+    if (b > a && ge_mapping_contains(w->data, n))
+        madvise((void *)a, b - a, MADV_DONTNEED);
+}
+
+static const void *packed_weight(ge_model *m, const ge_kern *k, const ge_tensor *w, int kind,
+                                 ge_err *err)
+{
+    ge_packed_cache *c = cache_of(m);
+    if (!c) {
+        ge_fail(err, GE_E_NOMEM, "out of memory");
+        return NULL;
+    }
+    pthread_mutex_lock(&c->mu);
+    for (size_t i = 0; i < c->n; i++)
+        if (c->v[i].src == w->data && c->v[i].kind == kind && c->v[i].tier == k->tier) {
+            void *d = c->v[i].data;
+            pthread_mutex_unlock(&c->mu);
+            return d;
+        }
+    size_t bytes = kind == PACK_Q8 ? k->q8_packed_size(w->ne1, w->ne0)
+                                   : k->sg_packed_size(w->ne1, w->ne0);
+    void *data = aligned_alloc(64, (bytes + 63) / 64 * 64);
+    if (c->n == c->cap) {
+        size_t cap = c->cap ? 2 * c->cap : 64;
+        pack_entry *v = realloc(c->v, cap * sizeof *v);
+        if (v)
+            c->v = v, c->cap = cap;
+    }
+    if (!data || c->n == c->cap) {
+        free(data);
+        pthread_mutex_unlock(&c->mu);
+        ge_fail(err, GE_E_NOMEM, "out of memory repacking %s (%zu bytes)", w->name, bytes);
+        return NULL;
+    }
+    int group = kind == PACK_Q8 ? k->q8_row_group : k->sg_panel;
+    pack_job j = {k, w, data, kind, (int64_t)group * ((256 + group - 1) / group)};
+    ge_parallel(m, (w->ne1 + j.rows_per_task - 1) / j.rows_per_task, 0, pack_task, &j);
+    c->v[c->n++] = (pack_entry){w->data, kind, k->tier, data};
+    if (m->cfg.v[GE_CFG_RELEASE_WEIGHTS])
+        release_pages(w);
+    pthread_mutex_unlock(&c->mu);
+    return data;
+}
+
+/* ---- the GEMM tasks --------------------------------------------------------------------- */
+
+#define MAX_OUTS 4
+#define TOKEN_BLOCK 64
+
+typedef struct {
+    const ge_model *m;
+    const float *x;
+    int n_tok, n_tb; /* tokens, token blocks */
+    int n;           /* outputs */
+    struct {
+        const ge_tensor *w;
+        float *y;
+        const ge_kern *k; /* NULL: reference */
+        int kind;
+        const void *packed;
+        int64_t rows_per_task, n_rb;
+    } o[MAX_OUTS];
+    int64_t first_task[MAX_OUTS + 1];
+    const ge_q8_act *act;
+} gemm_job;
+
+/* The reference path: each weight row expanded to fp32 once, dotted with every token. */
+static void ref_rows(const ge_tensor *w, const float *x, int t0, int t1, int64_t r0,
+                     int64_t r1, float *y, float *row)
+{
+    const size_t in = (size_t)w->ne0, out = (size_t)w->ne1;
+    for (int64_t o = r0; o < r1; o++) {
+        ge_tensor_row(w, o, row);
+        for (int t = t0; t < t1; t++)
+            y[(size_t)t * out + (size_t)o] = ge_dot_row(GE_T_F32, row, x + (size_t)t * in, in);
+    }
+}
+
+static void gemm_task(void *ctx, int64_t task, int worker)
+{
+    const gemm_job *j = ctx;
+    int i = 0;
+    while (task >= j->first_task[i + 1])
+        i++;
+    int64_t local = task - j->first_task[i];
+    int64_t rb = local / j->n_tb, tb = local % j->n_tb;
+    const ge_tensor *w = j->o[i].w;
+    int64_t r0 = rb * j->o[i].rows_per_task, r1 = r0 + j->o[i].rows_per_task;
+    if (r1 > w->ne1)
+        r1 = w->ne1;
+    int t0 = (int)(tb * TOKEN_BLOCK), t1 = t0 + TOKEN_BLOCK;
+    if (t1 > j->n_tok)
+        t1 = j->n_tok;
+    const ge_kern *k = j->o[i].k;
+    if (!k)
+        ref_rows(w, j->x, t0, t1, r0, r1, j->o[i].y,
+                 j->m->row_scratch + (size_t)worker * j->m->row_scratch_len);
+    else if (j->o[i].kind == PACK_Q8)
+        k->q8_gemm(j->o[i].packed, w->ne1, w->ne0, j->act, t0, t1, r0, r1, j->o[i].y, w->ne1);
+    else
+        k->sgemm(j->o[i].packed, w->ne1, w->ne0, j->x, w->ne0, t0, t1, r0, r1, j->o[i].y,
+                 w->ne1);
+}
+
+typedef struct {
+    const ge_kern *k;
+    const float *x;
+    int64_t ldx, n_tok;
+    ge_q8_act *act;
+} quant_job;
+
+static void quant_task(void *ctx, int64_t i, int worker)
+{
+    const quant_job *q = ctx;
+    int64_t t0 = i * TOKEN_BLOCK, t1 = t0 + TOKEN_BLOCK < q->n_tok ? t0 + TOKEN_BLOCK : q->n_tok;
+    q->k->q8_quantize(q->x, q->ldx, t0, t1, q->act);
+}
+
+static ge_status quantize(ge_model *m, const ge_kern *k, const float *x, int n_tok,
+                          int64_t cols, ge_q8_act **out, ge_err *err)
+{
+    ge_packed_cache *c = cache_of(m);
+    size_t nq = (size_t)n_tok * (size_t)cols, nd = nq / 32;
+    if (!c)
+        return ge_fail(err, GE_E_NOMEM, "out of memory");
+    if (nq > c->act_cap_q) {
+        free(c->act.qs);
+        c->act.qs = aligned_alloc(64, (nq + 63) / 64 * 64);
+        c->act_cap_q = c->act.qs ? nq : 0;
+    }
+    if (nd > c->act_cap_d) {
+        free(c->act.d);
+        free(c->act.sum);
+        c->act.d = malloc(nd * sizeof *c->act.d);
+        c->act.sum = malloc(nd * sizeof *c->act.sum);
+        c->act_cap_d = c->act.d && c->act.sum ? nd : 0;
+    }
+    if (c->act_cap_q < nq || c->act_cap_d < nd)
+        return ge_fail(err, GE_E_NOMEM, "out of memory for %d quantised tokens", n_tok);
+    c->act.n_tok = n_tok;
+    c->act.cols = cols;
+    quant_job q = {k, x, cols, n_tok, &c->act};
+    ge_parallel(m, (n_tok + TOKEN_BLOCK - 1) / TOKEN_BLOCK, 0, quant_task, &q);
+    *out = &c->act;
+    return GE_OK;
+}
+
+ge_status ge_linear_many(ge_model *m, const float *x, int n_tok, const ge_linear_out *outs,
+                         int n_outs, ge_err *err)
+{
+    gemm_job j = {.m = m, .x = x, .n_tok = n_tok, .n = n_outs};
+    j.n_tb = (n_tok + TOKEN_BLOCK - 1) / TOKEN_BLOCK;
+    const ge_kern *qk = NULL;
+    j.first_task[0] = 0;
+    if (n_outs < 1 || n_outs > MAX_OUTS)
+        return ge_fail(err, GE_E_INTERNAL, "ge_linear_many: %d outputs", n_outs);
+    for (int i = 0; i < n_outs; i++) {
+        const ge_tensor *w = outs[i].w;
+        if (w->ne0 != outs[0].w->ne0 || (size_t)w->ne0 > m->row_scratch_len)
+            return ge_fail(err, GE_E_INTERNAL, "ge_linear_many: %s has %lld inputs", w->name,
+                           (long long)w->ne0);
+        j.o[i].w = w;
+        j.o[i].y = outs[i].y;
+        j.o[i].k = NULL;
+        int group = 16;
+        const ge_kern *k;
+        if (w->type == GE_T_Q8_0 && (k = q8_kernels(m, n_tok))) {
+            j.o[i].k = k, j.o[i].kind = PACK_Q8, group = k->q8_row_group;
+            qk = k;
+        } else if ((k = sg_kernels(m, w->type))) {
+            j.o[i].k = k, j.o[i].kind = PACK_SG, group = k->sg_panel;
+        }
+        if (j.o[i].k && !(j.o[i].packed = packed_weight(m, j.o[i].k, w, j.o[i].kind, err)))
+            return err->code;
+        /* row blocks: enough tasks to share between threads, whole groups each */
+        int64_t rows = 64 > group ? (64 / group) * group : group;
+        j.o[i].rows_per_task = rows;
+        j.o[i].n_rb = (w->ne1 + rows - 1) / rows;
+        j.first_task[i + 1] = j.first_task[i] + j.o[i].n_rb * j.n_tb;
+    }
+    if (qk) {
+        ge_q8_act *act = NULL;
+        ge_status st = quantize(m, qk, x, n_tok, outs[0].w->ne0, &act, err);
+        if (st)
+            return st;
+        j.act = act;
+    }
+    ge_parallel(m, j.first_task[n_outs], 0, gemm_task, &j);
+    return GE_OK;
+}
+
+ge_status ge_linear_prepack(ge_model *m, ge_err *err)
+{
+    const ge_tensor *all[32];
+    for (int li = -1; li < m->hp.n_layer; li++) {
+        int n = 0;
+        if (li < 0) {
+            all[n++] = &m->ple_model_proj;
+            all[n++] = &m->out_proj;
+        } else {
+            const ge_layer *l = &m->layers[li];
+            const ge_tensor *ts[] = {&l->wq, &l->wk, &l->wv, &l->wo, &l->w_gate, &l->w_up,
+                                     &l->w_down, &l->ple_gate, &l->ple_proj};
+            for (size_t i = 0; i < sizeof ts / sizeof ts[0]; i++)
+                all[n++] = ts[i];
+        }
+        for (int i = 0; i < n; i++) {
+            const ge_kern *k;
+            if (all[i]->type == GE_T_Q8_0 && (k = q8_kernels(m, 1 << 20))) {
+                if (!packed_weight(m, k, all[i], PACK_Q8, err))
+                    return err->code;
+            } else if ((k = sg_kernels(m, all[i]->type))) {
+                if (!packed_weight(m, k, all[i], PACK_SG, err))
+                    return err->code;
+            }
+        }
+    }
+    return GE_OK;
+}
