@@ -11,8 +11,10 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
+#include "bench.h"
 #include "ge.h"
 #include "input.h"
 #include "opts.h"
@@ -326,8 +328,16 @@ static int print_config(const ge_opts *o)
     return fflush(stdout) == 0 ? EXIT_OK : EXIT_IO;
 }
 
+static double now_s(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
 int main(int argc, char **argv)
 {
+    const double t_start = now_s();
     ge_opts o;
     char msg[600];
     ge_err err = {0};
@@ -386,6 +396,11 @@ int main(int argc, char **argv)
     if (ge_model_open(&R.model, o.model, &o.cfg, &err)) {
         say("%s", err.msg);
         return EXIT_MODEL;
+    }
+    if (o.bench) {
+        int rc = ge_bench_run(&o, R.model, t_start);
+        ge_model_free(R.model);
+        return rc;
     }
     R.model_dim = ge_model_dim(R.model);
     R.max_tokens = (size_t)ge_model_max_tokens(R.model);

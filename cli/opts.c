@@ -16,7 +16,7 @@
 enum {
     O_MODEL = 'm', O_OUTPUT = 'o', O_QUIET = 'q', O_HELP = 'h', O_VERSION = 'V',
     O_INPUT = 256, O_FORMAT, O_ENCODING, O_DIM, O_PROMPT, O_PREFIX, O_TRUNCATE, O_TOKENIZE,
-    O_ERRORS, O_IDS, O_MAX_ERRORS, O_PRINT_CONFIG,
+    O_ERRORS, O_IDS, O_MAX_ERRORS, O_PRINT_CONFIG, O_BENCH, O_BENCH_JSON, O_BENCH_REPS,
     O_SWITCH = 1000,   /* + index in the engine switch table */
     O_NO_SWITCH = 2000 /* + index: --no-<bool switch> */
 };
@@ -50,6 +50,10 @@ static const opt_row OPTS[] = {
     {O_IDS, "ids", "PATH", "OUTPUT.ids.jsonl", "ids sidecar of npy/f32 output"},
     {O_MAX_ERRORS, "max-errors", "N", "no limit", "stop after N failed records"},
     {O_QUIET, "quiet", NULL, NULL, "no summary or warnings on stderr"},
+    {O_BENCH, "bench", NULL, NULL,
+     "profile: tokens/s and time per operation (on FILEs or built-in texts)"},
+    {O_BENCH_JSON, "bench-json", "PATH", NULL, "also write the --bench results as JSON"},
+    {O_BENCH_REPS, "bench-reps", "N", "3", "repetitions of each --bench case"},
     {O_PRINT_CONFIG, "print-config", NULL, NULL,
      "show the switches, kernel tier and CPU, and exit"},
     {O_HELP, "help", NULL, NULL, "show this help and exit"},
@@ -162,6 +166,14 @@ int ge_opts_parse(int argc, char **argv, ge_opts *o, char *msg, size_t msglen)
         }
         switch (c) {
         case O_PRINT_CONFIG: o->print_config = true; break;
+        case O_BENCH: o->bench = true; break;
+        case O_BENCH_JSON: o->bench_json = optarg; break;
+        case O_BENCH_REPS:
+            if (!parse_ull(optarg, &v) || v == 0 || v > 1000)
+                return usage(msg, msglen, "--bench-reps: '%s' is not an integer in [1, 1000]",
+                             optarg);
+            o->bench_reps = (int)v;
+            break;
         case O_MODEL: o->model = optarg; break;
         case O_OUTPUT: o->output = optarg; break;
         case O_ERRORS: o->errors = optarg; break;

@@ -26,6 +26,9 @@ typedef struct {
     const char *prefix;     /* --prefix STR */
     bool truncate, tokenize, quiet;
     bool help, version, print_config;
+    bool bench;             /* --bench */
+    const char *bench_json; /* --bench-json PATH */
+    int bench_reps;         /* --bench-reps N; 0 = default */
     ge_config cfg;          /* engine switches: defaults < environment < flags */
     unsigned long long max_errors; /* --max-errors; 0 = no limit */
     char **files;           /* FILE operands; nfiles == 0 means stdin */

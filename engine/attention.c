@@ -57,5 +57,12 @@ void ge_attention(ge_model *m, const ge_attn_args *a, int64_t n_tok)
     const ge_kern *k = m->cfg.v[GE_CFG_FLASH] ? m->kern : ge_kern_get(GE_TIER_SCALAR);
     attn_job j = {a, k->attn ? k->attn : rows_fallback, n_tok,
                   (n_tok + QUERY_BLOCK - 1) / QUERY_BLOCK};
+    double t0 = ge_now();
     ge_parallel(m, (int64_t)a->n_head * j.n_qb, 0, attn_task, &j);
+    m->stats.seconds[GE_OP_ATTENTION] += ge_now() - t0;
+    m->stats.calls[GE_OP_ATTENTION]++;
+    double keys = 0; /* q.k and p.v: 2 * keys * head_dim MACs per query and head */
+    for (int64_t i = 0; i < n_tok; i++)
+        keys += a->key_hi[i] - a->key_lo[i];
+    m->stats.macs[GE_OP_ATTENTION] += 2.0 * keys * a->head_dim * a->n_head;
 }

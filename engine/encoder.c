@@ -169,7 +169,10 @@ static void norm_rows(ge_model *m, float *x, int64_t rows, int n, const ge_tenso
         ge_tensor_row(w, 0, wbuf);
     norm_job j = {x, w ? wbuf : NULL, n, m->hp.eps, rows, 0};
     j.per_task = (64 * 512 + n - 1) / n;
+    double t0 = ge_now();
     ge_parallel(m, (rows + j.per_task - 1) / j.per_task, 0, norm_task, &j);
+    m->stats.seconds[GE_OP_NORM] += ge_now() - t0;
+    m->stats.calls[GE_OP_NORM]++;
 }
 
 /* ---- one layer ---------------------------------------------------------------------------- */
@@ -353,6 +356,8 @@ ge_status ge_embed_batch(ge_model *m, const int32_t *const *ids, const size_t *l
     }
     /* waves: consecutive sequences while they fit in wave_tokens; longer ones alone */
     const size_t cap = (size_t)m->cfg.v[GE_CFG_WAVE_TOKENS];
+    const double t_start = ge_now();
+    ge_stats before = m->stats;
     int64_t *start = malloc((n + 1) * sizeof *start);
     int32_t *buf = NULL;
     size_t buf_cap = 0;
@@ -375,8 +380,17 @@ ge_status ge_embed_batch(ge_model *m, const int32_t *const *ids, const size_t *l
             start[s - s0 + 1] = start[s - s0] + (int64_t)lens[s];
         }
         st = forward_wave(m, buf, start, (int)(s1 - s0), out + s0 * (size_t)m->hp.n_out, err);
+        m->stats.waves++;
+        m->stats.sequences += s1 - s0;
+        m->stats.tokens += total;
         s0 = s1;
     }
+    /* "other": the rest of the forward (embedding gathers, RoPE, GELU, residuals, pooling) */
+    double elapsed = ge_now() - t_start, counted = 0;
+    for (int op = 0; op < GE_OP_OTHER; op++)
+        counted += m->stats.seconds[op] - before.seconds[op];
+    m->stats.forward_seconds += elapsed;
+    m->stats.seconds[GE_OP_OTHER] += elapsed - counted;
     free(buf);
     free(start);
     return st;

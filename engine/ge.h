@@ -126,8 +126,9 @@ typedef struct {
 } ge_tokens;
 
 /* Tokenize prefix+text (prefix may be NULL) exactly as the encoder sees it: <bos> and <eos>
- * added when the model's metadata asks for them. text must be valid UTF-8 (GE_E_INPUT
- * otherwise). Appends to out (which starts zeroed or cleared with out->n = 0). */
+ * added when the model's metadata asks for them. text must be valid UTF-8, and the result
+ * must hold no media placeholder (<|image|>, <|audio|>, <|video|>): GE_E_INPUT otherwise,
+ * with out unchanged. Appends to out (which starts zeroed or cleared with out->n = 0). */
 ge_status ge_tokenize(const ge_model *m, const char *prefix, const char *text, size_t len,
                       ge_tokens *out, ge_err *err);
 /* Cut a tokenized record to at most max tokens, keeping the final <eos> when present. */
@@ -145,6 +146,29 @@ ge_status ge_embed(ge_model *m, const int32_t *ids, size_t n, float *out, ge_err
  * bit. On failure err names the sequence. */
 ge_status ge_embed_batch(ge_model *m, const int32_t *const *ids, const size_t *lens, size_t n,
                          float *out, ge_err *err);
+
+/* Where the time went, for --bench: wall time of each kind of operation since the last
+ * reset, with the multiply-accumulates it did. */
+typedef enum {
+    GE_OP_Q8_GEMM, GE_OP_SGEMM, GE_OP_LINEAR_REF, GE_OP_QUANTIZE, GE_OP_ATTENTION,
+    GE_OP_NORM, GE_OP_OTHER, GE_OP_COUNT
+} ge_op;
+typedef struct {
+    double seconds[GE_OP_COUNT];
+    double macs[GE_OP_COUNT];
+    unsigned long long calls[GE_OP_COUNT];
+    double forward_seconds; /* all of ge_embed / ge_embed_batch */
+    unsigned long long tokens, sequences, waves;
+} ge_stats;
+const char *ge_op_name(ge_op op);
+void ge_model_stats(const ge_model *m, ge_stats *out);
+void ge_model_stats_reset(ge_model *m);
+/* This machine's measured peak for the model's tier, one thread, in GMAC/s: the int8 dot
+ * instruction (0 when the tier has none) and fp32 FMA. Takes about 2 x seconds. */
+void ge_model_peak(const ge_model *m, double seconds, double *int8, double *fp32);
+/* The kernel tier in use and the pool size. */
+const char *ge_model_tier(const ge_model *m);
+int ge_model_threads(const ge_model *m);
 
 /* Matryoshka: keep the first dim entries of an embedding and L2-normalise them again. */
 void ge_matryoshka(float *v, int dim);

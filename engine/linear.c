@@ -248,7 +248,10 @@ static ge_status quantize(ge_model *m, const ge_kern *k, const float *x, int n_t
     c->act.n_tok = n_tok;
     c->act.cols = cols;
     quant_job q = {k, x, cols, n_tok, &c->act};
+    double t0 = ge_now();
     ge_parallel(m, (n_tok + TOKEN_BLOCK - 1) / TOKEN_BLOCK, 0, quant_task, &q);
+    m->stats.seconds[GE_OP_QUANTIZE] += ge_now() - t0;
+    m->stats.calls[GE_OP_QUANTIZE]++;
     *out = &c->act;
     return GE_OK;
 }
@@ -293,7 +296,13 @@ ge_status ge_linear_many(ge_model *m, const float *x, int n_tok, const ge_linear
             return st;
         j.act = act;
     }
+    double t0 = ge_now();
     ge_parallel(m, j.first_task[n_outs], 0, gemm_task, &j);
+    ge_op op = !j.o[0].k ? GE_OP_LINEAR_REF : j.o[0].kind == PACK_Q8 ? GE_OP_Q8_GEMM : GE_OP_SGEMM;
+    m->stats.seconds[op] += ge_now() - t0;
+    m->stats.calls[op]++;
+    for (int i = 0; i < n_outs; i++)
+        m->stats.macs[op] += (double)n_tok * (double)outs[i].w->ne0 * (double)outs[i].w->ne1;
     return GE_OK;
 }
 

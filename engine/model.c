@@ -2,6 +2,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "dtype.h"
 #include "model.h"
@@ -343,6 +344,31 @@ void ge_model_free(ge_model *m)
 int ge_model_dim(const ge_model *m) { return m->hp.n_out; }
 int ge_model_max_tokens(const ge_model *m) { return m->hp.max_tokens; }
 const char *ge_model_describe(const ge_model *m) { return m->describe; }
+const char *ge_model_tier(const ge_model *m) { return m->kern->name; }
+int ge_model_threads(const ge_model *m) { return m->threads; }
+
+double ge_now(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+const char *ge_op_name(ge_op op)
+{
+    static const char *const names[GE_OP_COUNT] = {"q8_gemm", "sgemm", "linear_ref", "quantize",
+                                                   "attention", "norm", "other"};
+    return op < GE_OP_COUNT ? names[op] : "?";
+}
+
+void ge_model_stats(const ge_model *m, ge_stats *out) { *out = m->stats; }
+
+void ge_model_peak(const ge_model *m, double seconds, double *int8, double *fp32)
+{
+    *int8 = m->kern->peak_int8 ? m->kern->peak_int8(seconds) : 0.0;
+    *fp32 = m->kern->peak_fp32 ? m->kern->peak_fp32(seconds) : 0.0;
+}
+void ge_model_stats_reset(ge_model *m) { memset(&m->stats, 0, sizeof m->stats); }
 
 
 void ge_tensor_row(const ge_tensor *t, int64_t r, float *dst)

@@ -71,8 +71,12 @@ struct ge_model {
     ge_tensor out_norm;        /* {H} */
     ge_tensor out_proj;        /* {H, E} */
     ge_tok *tok;
+    ge_stats stats;
     char describe[256];
 };
+
+/* Monotonic seconds, for the stats. */
+double ge_now(void);
 
 /* ---- linear.c: y = x W^T through the fastest enabled path -------------------------------- */
 

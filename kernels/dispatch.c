@@ -59,6 +59,7 @@ static void fill_all(void)
         ge_q8_fill(k, (ge_tier)t);
         ge_sgemm_fill(k, (ge_tier)t);
         ge_attn_fill(k, (ge_tier)t);
+        ge_peak_fill(k, (ge_tier)t);
     }
 }
 

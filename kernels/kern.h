@@ -78,6 +78,10 @@ typedef struct ge_kern {
     void (*sgemm)(const float *packed, int64_t rows, int64_t cols, const float *x, int64_t ldx,
                   int64_t t0, int64_t t1, int64_t r0, int64_t r1, float *y, int64_t ldy);
 
+    /* ---- machine peak (for --bench): one thread's GMAC/s on a register-only loop ---------- */
+    double (*peak_int8)(double seconds); /* the tier's int8 dot instruction (0 when none) */
+    double (*peak_fp32)(double seconds); /* the tier's widest fp32 FMA */
+
     /* ---- attention ---------------------------------------------------------------------- */
     /* Query rows [q0, q1) of one query head (flash form: tiled, online softmax). */
     void (*attn)(const ge_attn_args *a, int head, int64_t q0, int64_t q1);
@@ -88,6 +92,7 @@ typedef struct ge_kern {
 void ge_q8_fill(ge_kern *k, ge_tier tier);
 void ge_sgemm_fill(ge_kern *k, ge_tier tier);
 void ge_attn_fill(ge_kern *k, ge_tier tier);
+void ge_peak_fill(ge_kern *k, ge_tier tier);
 
 /* ---- CPU features and tier selection (cpu.c, dispatch.c) ------------------------------- */
 

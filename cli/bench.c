@@ -1,0 +1,250 @@
+/* bench.c - --bench: synthetic or given texts, repeated runs, per-operation breakdown. */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/resource.h>
+#include <time.h>
+
+#include "bench.h"
+#include "input.h"
+
+static double now(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+typedef struct {
+    char name[64];
+    int n_seq;
+    int32_t **ids;
+    size_t *lens;
+    size_t tokens;
+    double mean, sd;  /* tokens per second over the repetitions */
+    double rec_per_s;
+} bench_case;
+
+/* A text that tokenizes to exactly n tokens (<bos> and <eos> included): words are added
+ * until it is long enough, then the tokens are cut, keeping <eos>. */
+static bool synth(ge_model *m, int n, int salt, ge_tokens *out)
+{
+    static const char *const words[] = {
+        "the", "model", "reads", "every", "record", "and", "writes", "one", "vector",
+        "per", "line", "so", "that", "a", "batch", "job", "never", "loses", "work",
+        "while", "index", "grows", "quickly", "across", "many", "machines", "embedding",
+        "search", "query", "document", "2026", "CPU", "tokens", "waves", "of", "short"};
+    const size_t nw = sizeof words / sizeof words[0];
+    size_t cap = (size_t)n * 12 + 64, len = 0;
+    char *text = malloc(cap);
+    ge_err err;
+    if (!text)
+        return false;
+    unsigned r = 2166136261u ^ (unsigned)salt;
+    for (;;) {
+        out->n = 0;
+        text[len] = 0;
+        if (ge_tokenize(m, NULL, text, len, out, &err) || (int)out->n >= n || len + 16 > cap)
+            break;
+        r = r * 1103515245u + 12345u;
+        const char *w = words[(r >> 16) % nw];
+        len += (size_t)snprintf(text + len, cap - len, "%s%s", len ? " " : "", w);
+    }
+    free(text);
+    ge_tokens_truncate(m, out, (size_t)n);
+    return (int)out->n == n;
+}
+
+static bool add_synth_case(ge_model *m, bench_case *c, int n_seq, int len)
+{
+    snprintf(c->name, sizeof c->name, "%d x %d tokens", n_seq, len);
+    c->n_seq = n_seq;
+    c->ids = calloc((size_t)n_seq, sizeof *c->ids);
+    c->lens = calloc((size_t)n_seq, sizeof *c->lens);
+    if (!c->ids || !c->lens)
+        return false;
+    for (int s = 0; s < n_seq; s++) {
+        ge_tokens t = {0};
+        if (!synth(m, len, s + 1, &t))
+            return false;
+        c->ids[s] = t.ids;
+        c->lens[s] = t.n;
+        c->tokens += t.n;
+    }
+    return true;
+}
+
+/* The given input as one case: every good text record, truncated to the context. */
+static bool add_input_case(const ge_opts *o, ge_model *m, bench_case *c)
+{
+    ge_in *in = ge_in_create(o->files, o->nfiles, o->input);
+    ge_rec r;
+    ge_err err;
+    size_t cap = 0;
+    const char *gp = o->prefix ? o->prefix : o->prompt ? ge_prompt_find(o->prompt) : NULL;
+    if (!in)
+        return false;
+    while (ge_in_next(in, &r, &err) > 0) {
+        if (r.err_code)
+            continue;
+        ge_tokens t = {0};
+        if (ge_tokenize(m, r.prefix ? r.prefix : gp, r.text, r.text_len, &t, &err)) {
+            ge_tokens_free(&t);
+            continue;
+        }
+        ge_tokens_truncate(m, &t, (size_t)ge_model_max_tokens(m));
+        if ((size_t)c->n_seq == cap) {
+            cap = cap ? 2 * cap : 64;
+            c->ids = realloc(c->ids, cap * sizeof *c->ids);
+            c->lens = realloc(c->lens, cap * sizeof *c->lens);
+            if (!c->ids || !c->lens)
+                return false;
+        }
+        c->ids[c->n_seq] = t.ids;
+        c->lens[c->n_seq++] = t.n;
+        c->tokens += t.n;
+    }
+    ge_in_free(in);
+    snprintf(c->name, sizeof c->name, "input: %d records", c->n_seq);
+    return c->n_seq > 0;
+}
+
+int ge_bench_run(const ge_opts *o, ge_model *m, double t_start)
+{
+    enum { MAX_CASES = 8 };
+    bench_case cases[MAX_CASES];
+    int nc = 0, reps = o->bench_reps > 0 ? o->bench_reps : 3;
+    memset(cases, 0, sizeof cases);
+    const int dim = ge_model_dim(m);
+    ge_err err;
+
+    /* time to first vector: the first embedding, weight repacking included */
+    ge_tokens first = {0};
+    float *vec = malloc((size_t)dim * 64 * sizeof *vec);
+    if (!vec || !synth(m, 8, 99, &first) || ge_embed(m, first.ids, first.n, vec, &err)) {
+        fprintf(stderr, "gemmaembed: --bench: %s\n", vec ? err.msg : "out of memory");
+        free(vec);
+        return 1;
+    }
+    double ttfv = now() - t_start;
+    ge_tokens_free(&first);
+
+    bool ok = true;
+    if (o->nfiles > 0) {
+        ok = add_input_case(o, m, &cases[nc++]);
+    } else {
+        const int max = ge_model_max_tokens(m);
+        const struct { int n, len; } plan[] = {{64, 128}, {1, 8}, {1, 32}, {1, 128}, {1, 512},
+                                               {1, 2048}};
+        for (size_t i = 0; i < sizeof plan / sizeof plan[0] && ok; i++)
+            if (plan[i].len <= max)
+                ok = add_synth_case(m, &cases[nc++], plan[i].n, plan[i].len);
+    }
+    if (!ok) {
+        fprintf(stderr, "gemmaembed: --bench: could not prepare the inputs\n");
+        free(vec);
+        return 1;
+    }
+
+    double peak8, peak32;
+    ge_model_peak(m, 0.1, &peak8, &peak32);
+    const int threads = ge_model_threads(m);
+    ge_stats total = {0};
+    fprintf(stderr, "gemmaembed --bench: %s\n", ge_model_describe(m));
+    fprintf(stderr, "tier %s, %d threads; measured peak per thread: int8 %.1f GMAC/s, fp32 %.1f "
+            "GMAC/s; time to first vector %.3f s\n\n", ge_model_tier(m), threads, peak8, peak32,
+            ttfv);
+    fprintf(stderr, "| %-20s | %7s | %4s | %22s | %9s |\n", "case", "tokens", "reps",
+            "tokens/s (mean ± sd)", "records/s");
+    fprintf(stderr, "|%.22s|%.9s|%.6s|%.24s|%.11s|\n", "------------------------",
+            "---------", "------", "------------------------", "-----------");
+    for (int i = 0; i < nc; i++) {
+        bench_case *c = &cases[i];
+        float *out = malloc((size_t)c->n_seq * dim * sizeof *out);
+        double sum = 0, sum2 = 0, secs = 0;
+        if (!out)
+            return 1;
+        for (int r = 0; r < reps; r++) {
+            ge_model_stats_reset(m);
+            double t0 = now();
+            if (ge_embed_batch(m, (const int32_t *const *)c->ids, c->lens, (size_t)c->n_seq,
+                               out, &err)) {
+                fprintf(stderr, "gemmaembed: --bench: %s\n", err.msg);
+                free(out);
+                return 1;
+            }
+            double dt = now() - t0, tps = (double)c->tokens / dt;
+            sum += tps, sum2 += tps * tps, secs += dt;
+            ge_stats s;
+            ge_model_stats(m, &s);
+            for (int op = 0; op < GE_OP_COUNT; op++) {
+                total.seconds[op] += s.seconds[op];
+                total.macs[op] += s.macs[op];
+                total.calls[op] += s.calls[op];
+            }
+            total.forward_seconds += s.forward_seconds;
+        }
+        free(out);
+        c->mean = sum / reps;
+        c->sd = reps > 1 ? sqrt(fmax(0.0, (sum2 - sum * sum / reps) / (reps - 1))) : 0.0;
+        c->rec_per_s = c->n_seq * reps / secs;
+        fprintf(stderr, "| %-20s | %7zu | %4d | %12.1f ± %7.1f | %9.2f |\n", c->name, c->tokens,
+                reps, c->mean, c->sd, c->rec_per_s);
+    }
+
+    fprintf(stderr, "\n| %-11s | %6s | %9s | %8s | %12s |\n", "operation", "share", "GMAC/s",
+            "calls", "% of peak");
+    fprintf(stderr, "|-------------|--------|-----------|----------|--------------|\n");
+    for (int op = 0; op < GE_OP_COUNT; op++) {
+        if (!total.calls[op] && op != GE_OP_OTHER)
+            continue;
+        double gmacs = total.seconds[op] > 0 ? total.macs[op] / total.seconds[op] * 1e-9 : 0;
+        double peak = (op == GE_OP_Q8_GEMM ? peak8 : peak32) * threads;
+        char frac[32] = "";
+        if (total.macs[op] > 0 && peak > 0)
+            snprintf(frac, sizeof frac, "%.1f%% (%s)", 100.0 * gmacs / peak,
+                     op == GE_OP_Q8_GEMM ? "int8" : "fp32");
+        fprintf(stderr, "| %-11s | %5.1f%% | %9.1f | %8llu | %12s |\n", ge_op_name((ge_op)op),
+                100.0 * total.seconds[op] / total.forward_seconds, gmacs, total.calls[op], frac);
+    }
+    struct rusage ru;
+    getrusage(RUSAGE_SELF, &ru);
+    fprintf(stderr, "\npeak RSS %.1f MB\n", ru.ru_maxrss / 1024.0);
+
+    if (o->bench_json) {
+        FILE *f = fopen(o->bench_json, "w");
+        if (!f) {
+            fprintf(stderr, "gemmaembed: %s: cannot write\n", o->bench_json);
+            return 4;
+        }
+        fprintf(f, "{\"model\": \"%s\", \"tier\": \"%s\", \"threads\": %d, \"reps\": %d,\n"
+                " \"peak_gmacs_per_thread\": {\"int8\": %.2f, \"fp32\": %.2f},\n"
+                " \"time_to_first_vector_s\": %.4f, \"peak_rss_mb\": %.1f,\n \"cases\": [",
+                ge_model_describe(m), ge_model_tier(m), threads, reps, peak8, peak32, ttfv,
+                ru.ru_maxrss / 1024.0);
+        for (int i = 0; i < nc; i++)
+            fprintf(f, "%s\n  {\"name\": \"%s\", \"records\": %d, \"tokens\": %zu, "
+                    "\"tokens_per_s_mean\": %.2f, \"tokens_per_s_sd\": %.2f, "
+                    "\"records_per_s\": %.3f}", i ? "," : "", cases[i].name, cases[i].n_seq,
+                    cases[i].tokens, cases[i].mean, cases[i].sd, cases[i].rec_per_s);
+        fprintf(f, "],\n \"operations\": {");
+        for (int op = 0, k = 0; op < GE_OP_COUNT; op++)
+            fprintf(f, "%s\n  \"%s\": {\"seconds\": %.4f, \"gmac\": %.3f, \"calls\": %llu}",
+                    k++ ? "," : "", ge_op_name((ge_op)op), total.seconds[op],
+                    total.macs[op] * 1e-9, total.calls[op]);
+        fprintf(f, "},\n \"forward_seconds\": %.4f}\n", total.forward_seconds);
+        if (fclose(f)) {
+            fprintf(stderr, "gemmaembed: %s: write error\n", o->bench_json);
+            return 4;
+        }
+    }
+    for (int i = 0; i < nc; i++) {
+        for (int s = 0; s < cases[i].n_seq; s++)
+            free(cases[i].ids[s]);
+        free(cases[i].ids);
+        free(cases[i].lens);
+    }
+    free(vec);
+    return 0;
+}
