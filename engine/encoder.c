@@ -175,14 +175,79 @@ static void norm_rows(ge_model *m, float *x, int64_t rows, int n, const ge_tenso
     m->stats.calls[GE_OP_NORM]++;
 }
 
+/* Token-parallel elementwise steps of a layer. Each token row is computed on its own, so the
+ * result does not depend on the split. */
+typedef enum { EW_ROPE, EW_GELU_MUL, EW_GELU_PLE, EW_ADD, EW_ADD_SCALE } ew_kind;
+
+typedef struct {
+    ge_model *m;
+    ew_kind kind;
+    buffers *b;
+    const ge_layer *l;
+    int li, T;
+} ew_job;
+
+#define EW_TOKENS 16
+
+static void ew_task(void *ctx, int64_t task, int worker)
+{
+    const ew_job *j = ctx;
+    const ge_hparams *hp = &j->m->hp;
+    const int H = hp->n_embd, F = hp->n_ff, P = hp->n_ple;
+    buffers *b = j->b;
+    int t0 = (int)task * EW_TOKENS, t1 = t0 + EW_TOKENS < j->T ? t0 + EW_TOKENS : j->T;
+    switch (j->kind) {
+    case EW_ROPE: {
+        const ge_layer *l = j->l;
+        const int d = l->head_dim, half = d / 2, nh = hp->n_head, nkv = l->n_kv;
+        const int type = l->sliding ? 0 : 1;
+        for (int t = t0; t < t1; t++) {
+            const float *cs = j->m->rope_cos[type] + (size_t)b->pos[t] * half;
+            const float *sn = j->m->rope_sin[type] + (size_t)b->pos[t] * half;
+            for (int h = 0; h < nh; h++)
+                rope(b->q + ((size_t)t * nh + h) * d, d, cs, sn);
+            for (int h = 0; h < nkv; h++)
+                rope(b->k + ((size_t)t * nkv + h) * d, d, cs, sn);
+        }
+        break;
+    }
+    case EW_GELU_MUL: /* g = gelu(g) * u over [T, F] */
+        for (size_t i = (size_t)t0 * F; i < (size_t)t1 * F; i++)
+            b->g[i] = gelu(b->g[i]) * b->u[i];
+        break;
+    case EW_GELU_PLE: /* g = gelu(g) * ple[t, li] over [T, P] */
+        for (int t = t0; t < t1; t++) {
+            const float *ple = b->ple + ((size_t)t * hp->n_layer + j->li) * P;
+            float *g = b->g + (size_t)t * P;
+            for (int i = 0; i < P; i++)
+                g[i] = gelu(g[i]) * ple[i];
+        }
+        break;
+    case EW_ADD: /* x += a */
+        for (size_t i = (size_t)t0 * H; i < (size_t)t1 * H; i++)
+            b->x[i] += b->a[i];
+        break;
+    case EW_ADD_SCALE: /* x = (x + a) * layer_output_scale */
+        for (size_t i = (size_t)t0 * H; i < (size_t)t1 * H; i++)
+            b->x[i] = (b->x[i] + b->a[i]) * j->l->out_scale;
+        break;
+    }
+}
+
+static void elementwise(ge_model *m, ew_kind kind, buffers *b, const ge_layer *l, int li, int T)
+{
+    ew_job j = {m, kind, b, l, li, T};
+    ge_parallel(m, (T + EW_TOKENS - 1) / EW_TOKENS, 0, ew_task, &j);
+}
+
 /* ---- one layer ---------------------------------------------------------------------------- */
 
 static ge_status layer_forward(ge_model *m, const ge_layer *l, int li, int T, buffers *b,
                                ge_err *err)
 {
     const ge_hparams *hp = &m->hp;
-    const int H = hp->n_embd, nh = hp->n_head, d = l->head_dim, nkv = l->n_kv, P = hp->n_ple;
-    const int F = hp->n_ff, type = l->sliding ? 0 : 1;
+    const int H = hp->n_embd, nh = hp->n_head, d = l->head_dim, nkv = l->n_kv;
+    const int type = l->sliding ? 0 : 1;
     ge_status st;
 
     /* attention branch: a = post_norm(o_proj(attn(rope(qk_norm(q, k)), v_norm(v)))) */
@@ -194,15 +259,7 @@ static ge_status layer_forward(ge_model *m, const ge_layer *l, int li, int T, bu
     norm_rows(m, b->q, (int64_t)T * nh, d, &l->q_norm, b->w);
     norm_rows(m, b->k, (int64_t)T * nkv, d, &l->k_norm, b->w);
     norm_rows(m, b->v, (int64_t)T * nkv, d, NULL, b->w);
-    const int half = d / 2;
-    for (int t = 0; t < T; t++) {
-        const float *cs = m->rope_cos[type] + (size_t)b->pos[t] * half;
-        const float *sn = m->rope_sin[type] + (size_t)b->pos[t] * half;
-        for (int h = 0; h < nh; h++)
-            rope(b->q + ((size_t)t * nh + h) * d, d, cs, sn);
-        for (int h = 0; h < nkv; h++)
-            rope(b->k + ((size_t)t * nkv + h) * d, d, cs, sn);
-    }
+    elementwise(m, EW_ROPE, b, l, li, T);
     ge_attn_args args = {b->q, b->k, b->v, b->o, (int64_t)nh * d, (int64_t)nkv * d,
                          (int64_t)nh * d, nh, nkv, d, 1.0f, b->lo[type], b->hi[type]};
     ge_attention(m, &args, T);
@@ -210,8 +267,7 @@ static ge_status layer_forward(ge_model *m, const ge_layer *l, int li, int T, bu
     if ((st = ge_linear_many(m, b->o, T, o_proj, 1, err)))
         return st;
     norm_rows(m, b->a, T, H, &l->post_attn_norm, b->w);
-    for (size_t i = 0; i < (size_t)T * H; i++)
-        b->x[i] += b->a[i];
+    elementwise(m, EW_ADD, b, l, li, T);
 
     /* MLP branch: post_norm(down(gelu(gate(u)) * up(u))), u = pre_norm(x) */
     memcpy(b->a, b->x, (size_t)T * H * sizeof(float));
@@ -219,30 +275,23 @@ static ge_status layer_forward(ge_model *m, const ge_layer *l, int li, int T, bu
     ge_linear_out gate_up[] = {{&l->w_gate, b->g}, {&l->w_up, b->u}};
     if ((st = ge_linear_many(m, b->a, T, gate_up, 2, err)))
         return st;
-    for (size_t i = 0; i < (size_t)T * F; i++)
-        b->g[i] = gelu(b->g[i]) * b->u[i];
+    elementwise(m, EW_GELU_MUL, b, l, li, T);
     ge_linear_out down[] = {{&l->w_down, b->a}};
     if ((st = ge_linear_many(m, b->g, T, down, 1, err)))
         return st;
     norm_rows(m, b->a, T, H, &l->post_ffn_norm, b->w);
-    for (size_t i = 0; i < (size_t)T * H; i++)
-        b->x[i] += b->a[i];
+    elementwise(m, EW_ADD, b, l, li, T);
 
     /* PLE block: post_norm(proj(gelu(gate(x)) * ple[:, li])) */
     ge_linear_out ple_gate[] = {{&l->ple_gate, b->g}};
     if ((st = ge_linear_many(m, b->x, T, ple_gate, 1, err)))
         return st;
-    for (int t = 0; t < T; t++) {
-        const float *ple = b->ple + ((size_t)t * hp->n_layer + li) * P;
-        for (int i = 0; i < P; i++)
-            b->g[(size_t)t * P + i] = gelu(b->g[(size_t)t * P + i]) * ple[i];
-    }
+    elementwise(m, EW_GELU_PLE, b, l, li, T);
     ge_linear_out ple_proj[] = {{&l->ple_proj, b->a}};
     if ((st = ge_linear_many(m, b->g, T, ple_proj, 1, err)))
         return st;
     norm_rows(m, b->a, T, H, &l->ple_post_norm, b->w);
-    for (size_t i = 0; i < (size_t)T * H; i++)
-        b->x[i] = (b->x[i] + b->a[i]) * l->out_scale;
+    elementwise(m, EW_ADD_SCALE, b, l, li, T);
     return GE_OK;
 }
 

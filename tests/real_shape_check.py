@@ -6,7 +6,8 @@ usage: tests/real_shape_check.py BINARY MODEL.gguf [MODEL.gguf ...]
 The tiny goldens cannot exercise the real head widths (256/512), GQA 4:2 and MQA 4:1, the
 262144-piece vocabulary or the BF16 per_layer_model_proj of a Q8_0 file; this does, on a
 few short texts (the scalar reference engine is slow on long ones). Gates: token ids equal;
-cosine >= 0.99999 (the reference runs on the same dequantised weights).
+cosine against the reference on the same dequantised weights >= 0.99999 for float weights,
+>= 0.999 for Q8_0 files (the int8 kernels also quantise the activations, TESTING.md 2).
 Prints PASS/FAIL lines; exits 1 on any failure.
 """
 import json
@@ -56,12 +57,13 @@ def main():
             continue
         report(len(ref) == len(TEXTS) == len(toks) == len(vecs), "%s: record count" % name,
                "%d/%d/%d" % (len(ref), len(toks), len(vecs)))
+        gate = 0.999 if "q8_0" in name else 0.99999
         for r, t, v in zip(ref, toks, vecs):
             report(r["tokens"] == t["tokens"], "%s: record %s token ids" % (name, r["id"]),
                    "%s vs %s" % (r["tokens"][:12], t["tokens"][:12]))
             a = np.array(r["embedding"]); b = np.array(v["embedding"], dtype=np.float64)
             cos = float(a @ b / np.linalg.norm(a) / np.linalg.norm(b))
-            report(cos >= 0.99999, "%s: record %s cosine vs reference" % (name, r["id"]),
+            report(cos >= gate, "%s: record %s cosine >= %g vs reference" % (name, r["id"], gate),
                    "cosine %.8f, max abs %.3g" % (cos, np.abs(a - b).max()))
             print("info: %s record %s: %d tokens, 1-cos %.3g, max abs %.3g"
                   % (name, r["id"], len(t["tokens"]), 1 - cos, np.abs(a - b).max()))
