@@ -1,4 +1,22 @@
-/* tok.c - Gemma 4 BPE: vocabulary and merge hash tables, special-token split, heap BPE. */
+/* tok.c - Gemma 4 BPE: vocabulary and merge hash tables, special-token trie, word-wise BPE.
+ *
+ * Loading (262,144 pieces, ~515k merges in the real vocabulary) is dominated by random
+ * accesses into the hash tables, so pieces and merges are processed in batches: first every
+ * hash of the batch is computed and its slot prefetched, then the slots are probed, then the
+ * candidate pieces are prefetched and compared. The merge table keys are (left id, right id).
+ *
+ * Encoding follows Hugging Face tokenizers (see tok.h): special tokens are cut out first
+ * (a byte trie, leftmost-longest), then each segment is tokenized with spaces read as U+2581.
+ * In Hugging Face the segment is one BPE word. But a merge (A, B) can only join two adjacent
+ * symbols when A's last character and B's first character are the characters on either
+ * side of the boundary, and the 515k merges use only ~34k distinct such pairs. The loader
+ * collects them, and the segment is cut at every boundary whose pair is not among them:
+ * no merge can ever cross such a cut, so merging the pieces separately gives exactly the
+ * same tokens (the merge order inside each piece is unchanged). Prose falls apart into
+ * words (">▁</" is the one Gemma piece that spans a space), CJK into runs of a few
+ * characters. Pieces of up to SMALL_WORD symbols are merged with a quadratic scan, longer
+ * ones (long runs such as "aaaa...") with the O(n log n) heap; both take the lowest rank,
+ * then the leftmost position, like Hugging Face. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -8,38 +26,97 @@
 enum { TT_NORMAL = 1, TT_UNKNOWN = 2, TT_CONTROL = 3, TT_USER = 4, TT_UNUSED = 5, TT_BYTE = 6 };
 
 typedef struct {
+    uint32_t tag; /* high 32 bits of the hash */
+    int32_t id;   /* -1 = empty */
+} piece_slot;
+
+typedef struct {
     uint64_t key; /* left id << 32 | right id */
-    int32_t rank, result;
+    int32_t rank, result; /* rank < 0 = empty */
 } merge_slot;
+
+typedef struct {
+    int32_t child, sibling; /* node indices, 0 = none (node 0 is the root) */
+    int32_t id;             /* the special token ending here, or -1 */
+    uint8_t byte;
+} trie_node;
+
+#define SPACE_CP 0x2581u /* U+2581, the piece for a space */
+#define NO_RANK INT32_MAX
+#define SMALL_WORD 48 /* words up to this many symbols use the quadratic scan */
 
 struct ge_tok {
     int n_vocab;
-    ge_gguf_str *pieces;  /* [n_vocab] into the mapping */
-    int32_t *piece_map;   /* open addressing: id + 1, 0 = empty; [piece_cap] */
+    ge_gguf_str *pieces;   /* [n_vocab] into the mapping */
+    piece_slot *piece_map; /* open addressing on the piece hash; [piece_cap] */
     size_t piece_cap;
-    merge_slot *merges;   /* open addressing on key; rank < 0 = empty; [merge_cap] */
+    merge_slot *merges;    /* open addressing on the pair; [merge_cap] */
     size_t merge_cap;
-    int32_t byte_id[256]; /* <0xHH> ids, -1 when absent */
-    int32_t *special_by_byte[256]; /* per first byte: special ids, longest first, -1 ends */
+    int32_t *bmp_id;       /* [0x10000] id of the one-character piece of a BMP code point, or -1 */
+    int32_t byte_id[256];  /* <0xHH> ids, -1 when absent */
+    trie_node *trie;       /* special (control, user-defined, unknown) tokens; [0] is the root */
+    size_t n_trie, trie_cap;
+    uint8_t special_first[256]; /* a special token starts with this byte */
+    /* Word split: the (last character of left, first character of right) pairs of all
+     * merges. Two symbols can only ever merge when their pair is in the set. Pairs of
+     * ASCII characters and U+2581 (index 128) are in a bit matrix, the rest in a hash set
+     * (pair + 1, 0 = empty). split_words is false when some merge piece is not UTF-8. */
+    uint8_t join_ascii[129][17];
+    uint64_t *join;
+    size_t join_cap, join_n;
+    bool split_words;
+    int32_t unk_first, unk_last; /* first and last characters of the <unk> piece */
+    int32_t media[3];      /* <|image|>, <|audio|>, <|video|> ids, -1 when absent */
     int32_t bos, eos, unk;
     bool add_bos, add_eos;
 };
 
-static uint64_t hash_bytes(const char *s, size_t n)
+static const char *const MEDIA_PIECES[3] = {"<|image|>", "<|audio|>", "<|video|>"};
+
+/* ---- hashing ------------------------------------------------------------------------------ */
+
+/* A polynomial hash, h = sum of (byte + 1) * B^(n-1-i) mod 2^64, so that the hash of a
+ * concatenation follows from the hashes of its parts: poly(a b) = poly(a) * B^|b| + poly(b).
+ * Four bytes per step keep the multiply chain short. Mixed (with the length) before use. */
+#define POLY_B 0x100000001b3ull
+#define POLY_B2 (POLY_B * POLY_B)
+#define POLY_B3 (POLY_B2 * POLY_B)
+#define POLY_B4 (POLY_B2 * POLY_B2)
+
+static inline uint64_t poly(const char *str, size_t n)
 {
-    uint64_t h = 1469598103934665603ull; /* FNV-1a */
-    for (size_t i = 0; i < n; i++)
-        h = (h ^ (uint8_t)s[i]) * 1099511628211ull;
+    const uint8_t *s = (const uint8_t *)str;
+    uint64_t h = 0;
+    size_t i = 0;
+    for (; i + 4 <= n; i += 4)
+        h = h * POLY_B4 + ((uint64_t)s[i] + 1) * POLY_B3 + ((uint64_t)s[i + 1] + 1) * POLY_B2 +
+            ((uint64_t)s[i + 2] + 1) * POLY_B + ((uint64_t)s[i + 3] + 1);
+    for (; i < n; i++)
+        h = h * POLY_B + s[i] + 1;
     return h;
 }
 
-static uint64_t hash_u64(uint64_t x)
+static inline uint64_t poly_pow(size_t n) /* B^n */
+{
+    uint64_t r = 1, b = POLY_B;
+    for (; n; n >>= 1, b *= b)
+        if (n & 1)
+            r *= b;
+    return r;
+}
+
+static inline uint64_t mix(uint64_t x)
 {
     x ^= x >> 33;
     x *= 0xff51afd7ed558ccdull;
     x ^= x >> 33;
     x *= 0xc4ceb9fe1a85ec53ull;
     return x ^ (x >> 33);
+}
+
+static inline uint64_t pair_key(int32_t a, int32_t b)
+{
+    return (uint64_t)(uint32_t)a << 32 | (uint32_t)b;
 }
 
 static size_t pow2_at_least(size_t n)
@@ -50,24 +127,45 @@ static size_t pow2_at_least(size_t n)
     return c;
 }
 
-int32_t ge_tok_find(const ge_tok *t, const char *piece, size_t len)
+/* Does piece id spell a followed by b (b may be empty)? */
+static inline bool piece_is(const ge_tok *t, int32_t id, const char *a, size_t al, const char *b,
+                            size_t bl)
+{
+    const ge_gguf_str *p = &t->pieces[id];
+    return p->len == al + bl && memcmp(p->ptr, a, al) == 0 && memcmp(p->ptr + al, b, bl) == 0;
+}
+
+static inline uint64_t piece_hash(uint64_t poly_h, size_t len)
+{
+    return mix(poly_h + len);
+}
+
+/* Probe from slot i for the piece a+b with hash h (piece_hash). */
+static int32_t probe(const ge_tok *t, size_t i, uint64_t h, const char *a, size_t al,
+                     const char *b, size_t bl)
 {
     size_t mask = t->piece_cap - 1;
-    for (size_t i = hash_bytes(piece, len) & mask;; i = (i + 1) & mask) {
-        int32_t v = t->piece_map[i];
-        if (v == 0)
+    uint32_t tag = (uint32_t)(h >> 32);
+    for (;; i = (i + 1) & mask) {
+        piece_slot s = t->piece_map[i];
+        if (s.id < 0)
             return -1;
-        const ge_gguf_str *p = &t->pieces[v - 1];
-        if (p->len == len && memcmp(p->ptr, piece, len) == 0)
-            return v - 1;
+        if (s.tag == tag && piece_is(t, s.id, a, al, b, bl))
+            return s.id;
     }
 }
 
-static const merge_slot *merge_find(const ge_tok *t, int32_t a, int32_t b)
+int32_t ge_tok_find(const ge_tok *t, const char *piece, size_t len)
 {
-    uint64_t key = (uint64_t)(uint32_t)a << 32 | (uint32_t)b;
+    uint64_t h = piece_hash(poly(piece, len), len);
+    return probe(t, h & (t->piece_cap - 1), h, piece, len, "", 0);
+}
+
+static inline const merge_slot *merge_find(const ge_tok *t, int32_t a, int32_t b)
+{
+    uint64_t key = pair_key(a, b);
     size_t mask = t->merge_cap - 1;
-    for (size_t i = hash_u64(key) & mask;; i = (i + 1) & mask) {
+    for (size_t i = mix(key) & mask;; i = (i + 1) & mask) {
         const merge_slot *s = &t->merges[i];
         if (s->rank < 0)
             return NULL;
@@ -81,6 +179,297 @@ int32_t ge_tok_eos_appended(const ge_tok *t) { return t->add_eos ? t->eos : -1; 
 
 /* ---- loading ------------------------------------------------------------------------------ */
 
+enum { BATCH = 16 };
+
+/* The code point of a whole one-character UTF-8 string, or -1. */
+static int32_t single_cp(const char *s, size_t n)
+{
+    if (n == 0 || ge_utf8_seq(s, n) != n)
+        return -1;
+    const uint8_t *u = (const uint8_t *)s;
+    switch (n) {
+    case 1: return u[0];
+    case 2: return (u[0] & 0x1f) << 6 | (u[1] & 0x3f);
+    case 3: return (u[0] & 0x0f) << 12 | (u[1] & 0x3f) << 6 | (u[2] & 0x3f);
+    default: return (u[0] & 0x07) << 18 | (u[1] & 0x3f) << 12 | (u[2] & 0x3f) << 6 | (u[3] & 0x3f);
+    }
+}
+
+/* The code point of the last character of s[0..n) (valid UTF-8 assumed), or -1. */
+static int32_t last_cp(const char *s, size_t n)
+{
+    size_t i = n;
+    while (i > 0 && ((uint8_t)s[i - 1] & 0xc0) == 0x80)
+        i--;
+    return i > 0 ? single_cp(s + i - 1, n - i + 1) : -1;
+}
+
+static ge_status load_pieces(ge_tok *t, const ge_gguf *g, ge_err *err)
+{
+    size_t n = (size_t)t->n_vocab;
+    t->piece_cap = pow2_at_least(2 * n);
+    t->piece_map = malloc(t->piece_cap * sizeof *t->piece_map);
+    t->bmp_id = malloc(0x10000 * sizeof *t->bmp_id);
+    if (!t->piece_map || !t->bmp_id)
+        return ge_fail(err, GE_E_NOMEM, "%s: out of memory", g->path);
+    memset(t->piece_map, 0xff, t->piece_cap * sizeof *t->piece_map); /* id -1 */
+    memset(t->bmp_id, 0xff, 0x10000 * sizeof *t->bmp_id);
+    size_t mask = t->piece_cap - 1;
+    uint64_t h[BATCH];
+    for (size_t b0 = 0; b0 < n; b0 += BATCH) {
+        size_t nb = n - b0 < BATCH ? n - b0 : BATCH;
+        for (size_t k = 0; k < nb; k++) {
+            const ge_gguf_str *p = &t->pieces[b0 + k];
+            h[k] = piece_hash(poly(p->ptr, p->len), p->len);
+            __builtin_prefetch(&t->piece_map[h[k] & mask], 1);
+        }
+        for (size_t k = 0; k < nb; k++) {
+            int32_t id = (int32_t)(b0 + k);
+            const ge_gguf_str *p = &t->pieces[id];
+            uint32_t tag = (uint32_t)(h[k] >> 32);
+            size_t i = h[k] & mask;
+            for (; t->piece_map[i].id >= 0; i = (i + 1) & mask) {
+                if (t->piece_map[i].tag == tag && piece_is(t, t->piece_map[i].id, p->ptr,
+                                                            p->len, "", 0))
+                    break; /* duplicate piece: the first id wins, as in a dict */
+            }
+            if (t->piece_map[i].id < 0)
+                t->piece_map[i] = (piece_slot){tag, id};
+            if (p->len <= 3) {
+                int32_t cp = single_cp(p->ptr, p->len);
+                if (cp >= 0 && cp < 0x10000 && t->bmp_id[cp] < 0)
+                    t->bmp_id[cp] = id;
+            }
+        }
+    }
+    return GE_OK;
+}
+
+/* index in join_ascii, or -1 */
+static inline int ascii_index(uint32_t cp)
+{
+    return cp < 0x80 ? (int)cp : cp == SPACE_CP ? 128 : -1;
+}
+
+static inline uint64_t join_key(uint32_t a, uint32_t b)
+{
+    return ((uint64_t)a << 32 | b) + 1;
+}
+
+static bool join_insert(ge_tok *t, uint64_t key)
+{
+    if (2 * (t->join_n + 1) > t->join_cap) {
+        size_t cap = t->join_cap ? 2 * t->join_cap : 4096;
+        uint64_t *v = calloc(cap, sizeof *v);
+        if (!v)
+            return false;
+        for (size_t k = 0; k < t->join_cap; k++) {
+            if (!t->join[k])
+                continue;
+            size_t i = mix(t->join[k]) & (cap - 1);
+            while (v[i])
+                i = (i + 1) & (cap - 1);
+            v[i] = t->join[k];
+        }
+        free(t->join);
+        t->join = v;
+        t->join_cap = cap;
+    }
+    size_t mask = t->join_cap - 1, i = mix(key) & mask;
+    for (; t->join[i]; i = (i + 1) & mask)
+        if (t->join[i] == key)
+            return true;
+    t->join[i] = key;
+    t->join_n++;
+    return true;
+}
+
+/* Record that a merge may join a symbol ending with character a to one starting with b
+ * (-1: not UTF-8). */
+static bool add_join(ge_tok *t, int32_t a, int32_t b)
+{
+    if (a < 0 || b < 0) {
+        t->split_words = false;
+        return true;
+    }
+    int ia = ascii_index((uint32_t)a), ib = ascii_index((uint32_t)b);
+    if (ia >= 0 && ib >= 0) {
+        t->join_ascii[ia][ib >> 3] |= (uint8_t)(1u << (ib & 7));
+        return true;
+    }
+    return join_insert(t, join_key((uint32_t)a, (uint32_t)b));
+}
+
+/* Can a symbol ending with character a ever merge with one starting with b? */
+static inline bool joinable(const ge_tok *t, uint32_t a, uint32_t b)
+{
+    int ia = ascii_index(a), ib = ascii_index(b);
+    if (ia >= 0 && ib >= 0)
+        return (t->join_ascii[ia][ib >> 3] >> (ib & 7)) & 1;
+    if (!t->join_n)
+        return false;
+    uint64_t key = join_key(a, b);
+    size_t mask = t->join_cap - 1;
+    for (size_t i = mix(key) & mask; t->join[i]; i = (i + 1) & mask)
+        if (t->join[i] == key)
+            return true;
+    return false;
+}
+
+/* The code point of the first character of s[0..n), or -1. */
+static int32_t first_cp(const char *s, size_t n)
+{
+    size_t k = n ? ge_utf8_seq(s, n) : 0;
+    return k ? single_cp(s, k) : -1;
+}
+
+static ge_status load_merges(ge_tok *t, const ge_gguf *g, ge_err *err)
+{
+    ge_gguf_str *m;
+    size_t n;
+    ge_status st = ge_gguf_get_str_array(g, "tokenizer.ggml.merges", &m, &n, err);
+    if (st)
+        return st;
+    t->merge_cap = pow2_at_least(n + n / 2 + 1);
+    t->merges = malloc(t->merge_cap * sizeof *t->merges);
+    if (!t->merges) {
+        free(m);
+        return ge_fail(err, GE_E_NOMEM, "%s: out of memory for %zu merges", g->path, n);
+    }
+    for (size_t i = 0; i < t->merge_cap; i++)
+        t->merges[i].rank = -1;
+    const size_t pmask = t->piece_cap - 1, mmask = t->merge_cap - 1;
+    struct {
+        const char *l, *r;
+        size_t ll, rl;
+        uint64_t h[3];  /* left, right, left+right */
+        int32_t id[3];
+    } q[BATCH];
+    for (size_t b0 = 0; b0 < n && !st; b0 += BATCH) {
+        size_t nb = n - b0 < BATCH ? n - b0 : BATCH;
+        /* 1: split "left right" (at the first space after byte 0: a piece may be a lone
+         * space), hash the three pieces, prefetch their slots */
+        for (size_t k = 0; k < nb; k++) {
+            const ge_gguf_str *s = &m[b0 + k];
+            const char *sp = s->len > 1 ? memchr(s->ptr + 1, ' ', s->len - 1) : NULL;
+            if (!sp) {
+                st = ge_fail(err, GE_E_FORMAT, "%s: merge %zu is not \"left right\"", g->path,
+                             b0 + k);
+                break;
+            }
+            q[k].l = s->ptr;
+            q[k].ll = (size_t)(sp - s->ptr);
+            q[k].r = sp + 1;
+            q[k].rl = s->len - q[k].ll - 1;
+            uint64_t hl = poly(q[k].l, q[k].ll), hr = poly(q[k].r, q[k].rl);
+            q[k].h[0] = piece_hash(hl, q[k].ll);
+            q[k].h[1] = piece_hash(hr, q[k].rl);
+            q[k].h[2] = piece_hash(hl * poly_pow(q[k].rl) + hr, q[k].ll + q[k].rl);
+            for (int j = 0; j < 3; j++)
+                __builtin_prefetch(&t->piece_map[q[k].h[j] & pmask]);
+        }
+        if (st)
+            break;
+        /* 2: the first slot with the right tag holds the piece almost always: prefetch its
+         * entry, then (2b) its string */
+        for (size_t k = 0; k < nb; k++) {
+            for (int j = 0; j < 3; j++) {
+                uint32_t tag = (uint32_t)(q[k].h[j] >> 32);
+                size_t i = q[k].h[j] & pmask;
+                while (t->piece_map[i].id >= 0 && t->piece_map[i].tag != tag)
+                    i = (i + 1) & pmask;
+                q[k].id[j] = t->piece_map[i].id;
+                if (q[k].id[j] >= 0)
+                    __builtin_prefetch(&t->pieces[q[k].id[j]]);
+            }
+        }
+        for (size_t k = 0; k < nb; k++)
+            for (int j = 0; j < 3; j++)
+                if (q[k].id[j] >= 0)
+                    __builtin_prefetch(t->pieces[q[k].id[j]].ptr);
+        /* 3: confirm (or search on) and prefetch the merge slot */
+        for (size_t k = 0; k < nb; k++) {
+            const char *strs[3][2] = {{q[k].l, ""}, {q[k].r, ""}, {q[k].l, q[k].r}};
+            size_t lens[3][2] = {{q[k].ll, 0}, {q[k].rl, 0}, {q[k].ll, q[k].rl}};
+            for (int j = 0; j < 3; j++) {
+                int32_t id = q[k].id[j];
+                if (id < 0 || !piece_is(t, id, strs[j][0], lens[j][0], strs[j][1], lens[j][1]))
+                    id = probe(t, q[k].h[j] & pmask, q[k].h[j], strs[j][0], lens[j][0],
+                               strs[j][1], lens[j][1]);
+                q[k].id[j] = id;
+            }
+            if (q[k].id[0] < 0 || q[k].id[1] < 0 || q[k].id[2] < 0) {
+                const ge_gguf_str *s = &m[b0 + k];
+                st = ge_fail(err, GE_E_FORMAT, "%s: merge %zu (\"%.*s\") names a piece that is "
+                             "not in the vocabulary", g->path, b0 + k,
+                             (int)(s->len > 80 ? 80 : s->len), s->ptr);
+                break;
+            }
+            __builtin_prefetch(&t->merges[mix(pair_key(q[k].id[0], q[k].id[1])) & mmask], 1);
+        }
+        if (st)
+            break;
+        /* 4: insert; note which characters the merge joins */
+        for (size_t k = 0; k < nb; k++) {
+            uint64_t key = pair_key(q[k].id[0], q[k].id[1]);
+            size_t i = mix(key) & mmask;
+            while (t->merges[i].rank >= 0 && t->merges[i].key != key)
+                i = (i + 1) & mmask;
+            if (t->merges[i].rank < 0) /* a repeated pair keeps its first (best) rank */
+                t->merges[i] = (merge_slot){key, (int32_t)(b0 + k), q[k].id[2]};
+            if (!add_join(t, last_cp(q[k].l, q[k].ll), first_cp(q[k].r, q[k].rl))) {
+                st = ge_fail(err, GE_E_NOMEM, "%s: out of memory", g->path);
+                break;
+            }
+        }
+    }
+    free(m);
+    return st;
+}
+
+static ge_status load_specials(ge_tok *t, const int32_t *types, const ge_gguf *g, ge_err *err)
+{
+    t->trie_cap = 1024;
+    t->n_trie = 1;
+    t->trie = malloc(t->trie_cap * sizeof *t->trie);
+    if (!t->trie)
+        return ge_fail(err, GE_E_NOMEM, "%s: out of memory", g->path);
+    t->trie[0] = (trie_node){0, 0, -1, 0};
+    for (int id = 0; id < t->n_vocab; id++) {
+        int ty = types[id];
+        const ge_gguf_str *p = &t->pieces[id];
+        if ((ty != TT_CONTROL && ty != TT_USER && ty != TT_UNKNOWN) || p->len == 0)
+            continue;
+        /* a match must start on a character: never on a UTF-8 continuation byte */
+        if (((uint8_t)p->ptr[0] & 0xc0) == 0x80)
+            continue;
+        int32_t node = 0;
+        for (size_t k = 0; k < p->len; k++) {
+            uint8_t c = (uint8_t)p->ptr[k];
+            int32_t ch = t->trie[node].child;
+            while (ch && t->trie[ch].byte != c)
+                ch = t->trie[ch].sibling;
+            if (!ch) {
+                if (t->n_trie == t->trie_cap) {
+                    trie_node *v = realloc(t->trie, 2 * t->trie_cap * sizeof *v);
+                    if (!v)
+                        return ge_fail(err, GE_E_NOMEM, "%s: out of memory", g->path);
+                    t->trie = v;
+                    t->trie_cap *= 2;
+                }
+                ch = (int32_t)t->n_trie++;
+                t->trie[ch] = (trie_node){0, t->trie[node].child, -1, c};
+                t->trie[node].child = ch;
+            }
+            node = ch;
+        }
+        if (t->trie[node].id < 0) /* the same string twice: the first id wins */
+            t->trie[node].id = id;
+        t->special_first[(uint8_t)p->ptr[0]] = 1;
+    }
+    return GE_OK;
+}
+
 static ge_status special_id(const ge_gguf *g, const ge_tok *t, const char *key, int32_t dflt,
                             int32_t *out, ge_err *err)
 {
@@ -92,93 +481,6 @@ static ge_status special_id(const ge_gguf *g, const ge_tok *t, const char *key, 
         return ge_fail(err, GE_E_FORMAT, "%s: %s = %u is outside the vocabulary of %d", g->path,
                        key, v, t->n_vocab);
     *out = (int32_t)v;
-    return GE_OK;
-}
-
-static ge_status load_merges(ge_tok *t, const ge_gguf *g, ge_err *err)
-{
-    ge_gguf_str *m;
-    size_t n;
-    ge_status st = ge_gguf_get_str_array(g, "tokenizer.ggml.merges", &m, &n, err);
-    if (st)
-        return st;
-    t->merge_cap = pow2_at_least(2 * n + 1);
-    t->merges = malloc(t->merge_cap * sizeof *t->merges);
-    char *buf = NULL;
-    size_t buf_cap = 0;
-    if (!t->merges) {
-        free(m);
-        return ge_fail(err, GE_E_NOMEM, "%s: out of memory for %zu merges", g->path, n);
-    }
-    for (size_t i = 0; i < t->merge_cap; i++)
-        t->merges[i].rank = -1;
-    for (size_t r = 0; r < n && !st; r++) {
-        /* "left right": split at the first space after byte 0 (a piece may be a lone space) */
-        const char *s = m[r].ptr, *sp = m[r].len > 1 ? memchr(s + 1, ' ', m[r].len - 1) : NULL;
-        if (!sp) {
-            st = ge_fail(err, GE_E_FORMAT, "%s: merge %zu is not \"left right\"", g->path, r);
-            break;
-        }
-        size_t ll = (size_t)(sp - s), rl = m[r].len - ll - 1;
-        if (ll + rl > buf_cap) {
-            free(buf);
-            buf_cap = 2 * (ll + rl);
-            if (!(buf = malloc(buf_cap))) {
-                st = ge_fail(err, GE_E_NOMEM, "%s: out of memory", g->path);
-                break;
-            }
-        }
-        memcpy(buf, s, ll);
-        memcpy(buf + ll, sp + 1, rl);
-        int32_t a = ge_tok_find(t, s, ll), b = ge_tok_find(t, sp + 1, rl),
-                c = ge_tok_find(t, buf, ll + rl);
-        if (a < 0 || b < 0 || c < 0) {
-            st = ge_fail(err, GE_E_FORMAT, "%s: merge %zu (\"%.*s\") names a piece that is not "
-                         "in the vocabulary", g->path, r, (int)(m[r].len > 80 ? 80 : m[r].len), s);
-            break;
-        }
-        uint64_t key = (uint64_t)(uint32_t)a << 32 | (uint32_t)b;
-        size_t mask = t->merge_cap - 1, i = hash_u64(key) & mask;
-        while (t->merges[i].rank >= 0 && t->merges[i].key != key)
-            i = (i + 1) & mask;
-        if (t->merges[i].rank < 0) /* a repeated pair keeps its first (best) rank */
-            t->merges[i] = (merge_slot){key, (int32_t)r, c};
-    }
-    free(buf);
-    free(m);
-    return st;
-}
-
-static int cmp_len_desc(const void *a, const void *b, void *ctx)
-{
-    const ge_tok *t = ctx;
-    uint64_t la = t->pieces[*(const int32_t *)a].len, lb = t->pieces[*(const int32_t *)b].len;
-    if (la != lb)
-        return la > lb ? -1 : 1;
-    return *(const int32_t *)a - *(const int32_t *)b;
-}
-
-static ge_status load_specials(ge_tok *t, const int32_t *types, const ge_gguf *g, ge_err *err)
-{
-    size_t count[256] = {0};
-    for (int i = 0; i < t->n_vocab; i++)
-        if ((types[i] == TT_CONTROL || types[i] == TT_USER) && t->pieces[i].len > 0)
-            count[(uint8_t)t->pieces[i].ptr[0]]++;
-    for (int c = 0; c < 256; c++) {
-        if (!count[c])
-            continue;
-        int32_t *list = malloc((count[c] + 1) * sizeof *list);
-        if (!list)
-            return ge_fail(err, GE_E_NOMEM, "%s: out of memory", g->path);
-        size_t k = 0;
-        for (int i = 0; i < t->n_vocab; i++)
-            if ((types[i] == TT_CONTROL || types[i] == TT_USER) && t->pieces[i].len > 0 &&
-                (uint8_t)t->pieces[i].ptr[0] == c)
-                list[k++] = i;
-        qsort_r(list, k, sizeof *list, cmp_len_desc, t);
-        list[k] = -1;
-        t->special_by_byte[c] = list;
-    }
     return GE_OK;
 }
 
@@ -196,19 +498,18 @@ ge_status ge_tok_create(ge_tok **out, const ge_gguf *g, ge_err *err)
     ge_tok *t = calloc(1, sizeof *t);
     if (!t)
         return ge_fail(err, GE_E_NOMEM, "%s: out of memory", g->path);
+    t->split_words = true;
     size_t n;
     int32_t *types = NULL;
     if ((st = ge_gguf_get_str_array(g, "tokenizer.ggml.tokens", &t->pieces, &n, err)))
         goto fail;
-    if (n == 0 || n > INT32_MAX / 2) {
+    if (n == 0 || n > INT32_MAX / 4) {
         st = ge_fail(err, GE_E_FORMAT, "%s: vocabulary of %zu tokens", g->path, n);
         goto fail;
     }
     t->n_vocab = (int)n;
-    t->piece_cap = pow2_at_least(2 * n + 1);
-    t->piece_map = calloc(t->piece_cap, sizeof *t->piece_map);
     types = malloc(n * sizeof *types);
-    if (!t->piece_map || !types) {
+    if (!types) {
         st = ge_fail(err, GE_E_NOMEM, "%s: out of memory", g->path);
         goto fail;
     }
@@ -228,22 +529,15 @@ ge_status ge_tok_create(ge_tok **out, const ge_gguf *g, ge_err *err)
         for (size_t i = 0; i < n; i++)
             types[i] = TT_NORMAL;
     }
-    for (size_t id = 0; id < n; id++) {
-        const ge_gguf_str *p = &t->pieces[id];
-        size_t mask = t->piece_cap - 1, i = hash_bytes(p->ptr, p->len) & mask;
-        for (; t->piece_map[i]; i = (i + 1) & mask) {
-            const ge_gguf_str *q = &t->pieces[t->piece_map[i] - 1];
-            if (q->len == p->len && memcmp(q->ptr, p->ptr, p->len) == 0)
-                break; /* duplicate piece: the first id wins, as in a dict */
-        }
-        if (!t->piece_map[i])
-            t->piece_map[i] = (int32_t)id + 1;
-    }
+    if ((st = load_pieces(t, g, err)))
+        goto fail;
     for (int b = 0; b < 256; b++) {
         char hex[8];
         snprintf(hex, sizeof hex, "<0x%02X>", b);
         t->byte_id[b] = ge_tok_find(t, hex, 6);
     }
+    for (int k = 0; k < 3; k++)
+        t->media[k] = ge_tok_find(t, MEDIA_PIECES[k], strlen(MEDIA_PIECES[k]));
     bool bos = true, eos = false;
     if ((st = special_id(g, t, "tokenizer.ggml.bos_token_id", 2, &t->bos, err)) ||
         (st = special_id(g, t, "tokenizer.ggml.eos_token_id", 1, &t->eos, err)) ||
@@ -254,6 +548,8 @@ ge_status ge_tok_create(ge_tok **out, const ge_gguf *g, ge_err *err)
         goto fail;
     t->add_bos = bos;
     t->add_eos = eos;
+    t->unk_first = first_cp(t->pieces[t->unk].ptr, t->pieces[t->unk].len);
+    t->unk_last = last_cp(t->pieces[t->unk].ptr, t->pieces[t->unk].len);
     free(types);
     *out = t;
     return GE_OK;
@@ -267,20 +563,16 @@ void ge_tok_free(ge_tok *t)
 {
     if (!t)
         return;
-    for (int c = 0; c < 256; c++)
-        free(t->special_by_byte[c]);
     free(t->pieces);
     free(t->piece_map);
+    free(t->bmp_id);
     free(t->merges);
+    free(t->trie);
+    free(t->join);
     free(t);
 }
 
 /* ---- encoding ----------------------------------------------------------------------------- */
-
-static size_t utf8_len(uint8_t c)
-{
-    return c < 0x80 ? 1 : (c & 0xe0) == 0xc0 ? 2 : (c & 0xf0) == 0xe0 ? 3 : 4;
-}
 
 static ge_status push(ge_tokens *out, int32_t id)
 {
@@ -296,13 +588,30 @@ static ge_status push(ge_tokens *out, int32_t id)
     return GE_OK;
 }
 
+static ge_status reserve(ge_tokens *out, size_t more)
+{
+    if (out->cap - out->n >= more)
+        return GE_OK;
+    size_t cap = out->cap ? out->cap : 64;
+    while (cap - out->n < more)
+        cap *= 2;
+    int32_t *ids = realloc(out->ids, cap * sizeof *ids);
+    if (!ids)
+        return GE_E_NOMEM;
+    out->ids = ids;
+    out->cap = cap;
+    return GE_OK;
+}
+
+/* -- the heap BPE, for long words -- */
+
 typedef struct {
     int32_t id, prev, next;
 } symbol;
 
 typedef struct {
     int32_t rank, left; /* ordered by rank, then leftmost position */
-    int32_t left_id, right_id;
+    int32_t left_id, right_id, result;
 } candidate;
 
 typedef struct {
@@ -361,37 +670,18 @@ static bool consider(const ge_tok *t, heap *h, const symbol *sym, int32_t left)
         return true;
     int32_t right = sym[left].next;
     const merge_slot *m = merge_find(t, sym[left].id, sym[right].id);
-    return !m || heap_push(h, (candidate){m->rank, left, sym[left].id, sym[right].id});
+    return !m || heap_push(h, (candidate){m->rank, left, sym[left].id, sym[right].id, m->result});
 }
 
-/* BPE over one segment of ordinary text (no special tokens inside). */
-static ge_status bpe_segment(const ge_tok *t, const char *s, size_t len, ge_tokens *out)
+static ge_status bpe_long(const ge_tok *t, const int32_t *ids, int32_t n, ge_tokens *out)
 {
-    static const char space[] = "\xe2\x96\x81"; /* U+2581 */
-    symbol *sym = malloc((len + 1) * sizeof *sym); /* at most one symbol per byte */
+    symbol *sym = malloc((size_t)n * sizeof *sym);
     heap h = {0};
     ge_status st = GE_OK;
     if (!sym)
         return GE_E_NOMEM;
-    int32_t n = 0;
-    for (size_t i = 0; i < len;) {
-        size_t cl = utf8_len((uint8_t)s[i]);
-        int32_t id = s[i] == ' ' ? ge_tok_find(t, space, 3) : ge_tok_find(t, s + i, cl);
-        const char *bytes = s[i] == ' ' ? space : s + i;
-        size_t nb = s[i] == ' ' ? 3 : cl;
-        if (id >= 0) {
-            sym[n] = (symbol){id, n - 1, n + 1};
-            n++;
-        } else {
-            for (size_t k = 0; k < nb; k++, n++) {
-                int32_t b = t->byte_id[(uint8_t)bytes[k]];
-                sym[n] = (symbol){b >= 0 ? b : t->unk, n - 1, n + 1};
-            }
-        }
-        i += cl;
-    }
-    if (n == 0)
-        goto done;
+    for (int32_t i = 0; i < n; i++)
+        sym[i] = (symbol){ids[i], i - 1, i + 1};
     sym[n - 1].next = -1;
     for (int32_t i = 0; i < n - 1; i++)
         if (!consider(t, &h, sym, i))
@@ -401,7 +691,7 @@ static ge_status bpe_segment(const ge_tok *t, const char *s, size_t len, ge_toke
         int32_t l = c.left, r = sym[l].next;
         if (sym[l].id != c.left_id || r < 0 || sym[r].id != c.right_id)
             continue; /* stale: one side was merged away since */
-        sym[l].id = merge_find(t, c.left_id, c.right_id)->result;
+        sym[l].id = c.result;
         sym[l].next = sym[r].next;
         if (sym[r].next >= 0)
             sym[sym[r].next].prev = l;
@@ -421,18 +711,144 @@ nomem:
     goto done;
 }
 
-/* The longest special token starting at s (within len bytes), or -1. */
-static int32_t special_at(const ge_tok *t, const char *s, size_t len)
+/* -- the quadratic BPE, for short words: the same order (lowest rank, then leftmost) -- */
+
+static ge_status bpe_word(const ge_tok *t, int32_t *w, int32_t n, ge_tokens *out)
 {
-    const int32_t *list = t->special_by_byte[(uint8_t)s[0]];
-    if (!list)
-        return -1;
-    for (; *list >= 0; list++) {
-        const ge_gguf_str *p = &t->pieces[*list];
-        if (p->len <= len && memcmp(p->ptr, s, p->len) == 0)
-            return *list;
+    if (n > SMALL_WORD)
+        return bpe_long(t, w, n, out);
+    if (n > 1) {
+        int32_t rank[SMALL_WORD], res[SMALL_WORD];
+        for (int32_t i = 0; i + 1 < n; i++) {
+            const merge_slot *m = merge_find(t, w[i], w[i + 1]);
+            rank[i] = m ? m->rank : NO_RANK;
+            res[i] = m ? m->result : -1;
+        }
+        for (;;) {
+            int32_t best = -1, br = NO_RANK;
+            for (int32_t i = 0; i + 1 < n; i++)
+                if (rank[i] < br)
+                    br = rank[i], best = i;
+            if (best < 0)
+                break;
+            w[best] = res[best];
+            n--;
+            for (int32_t i = best + 1; i < n; i++) {
+                w[i] = w[i + 1];
+                rank[i] = rank[i + 1];
+                res[i] = res[i + 1];
+            }
+            for (int32_t i = best > 0 ? best - 1 : 0; i <= best && i + 1 < n; i++) {
+                const merge_slot *m = merge_find(t, w[i], w[i + 1]);
+                rank[i] = m ? m->rank : NO_RANK;
+                res[i] = m ? m->result : -1;
+            }
+        }
     }
-    return -1;
+    ge_status st = reserve(out, (size_t)n);
+    if (st)
+        return st;
+    memcpy(out->ids + out->n, w, (size_t)n * sizeof *w);
+    out->n += (size_t)n;
+    return GE_OK;
+}
+
+typedef struct {
+    int32_t *v;
+    size_t cap;
+} symbuf;
+
+/* BPE over one segment of ordinary text (no special tokens inside), valid UTF-8: one word
+ * in Hugging Face, cut here into the pieces that no merge can join (see the top of the
+ * file). w holds the symbols of the current piece. */
+static ge_status bpe_segment(const ge_tok *t, const char *s, size_t len, symbuf *w,
+                             ge_tokens *out)
+{
+    int32_t n = 0;       /* symbols of the current word: sym[0..n) */
+    int32_t *sym = w->v;
+    int32_t last = -1;   /* last character of the previous symbol, -1 unknown */
+    bool prev_unk = false;
+    ge_status st = GE_OK;
+    for (size_t i = 0; i < len;) {
+        if ((size_t)n + 4 > w->cap) { /* a character adds at most 4 symbols */
+            size_t cap = w->cap ? 2 * w->cap : 256;
+            if (cap > (size_t)INT32_MAX || !(sym = realloc(w->v, cap * sizeof *sym)))
+                return GE_E_NOMEM;
+            w->v = sym;
+            w->cap = cap;
+        }
+        const uint8_t *u = (const uint8_t *)s + i;
+        uint32_t cp;
+        size_t cl;
+        if (u[0] < 0x80)
+            cp = u[0], cl = 1;
+        else if (u[0] < 0xe0)
+            cp = (u[0] & 0x1fu) << 6 | (u[1] & 0x3fu), cl = 2;
+        else if (u[0] < 0xf0)
+            cp = (u[0] & 0x0fu) << 12 | (u[1] & 0x3fu) << 6 | (u[2] & 0x3fu), cl = 3;
+        else
+            cp = (u[0] & 0x07u) << 18 | (u[1] & 0x3fu) << 12 | (u[2] & 0x3fu) << 6 |
+                 (u[3] & 0x3fu), cl = 4;
+        if (cp == ' ')
+            cp = SPACE_CP;
+        int32_t id = cp < 0x10000 ? t->bmp_id[cp] : ge_tok_find(t, s + i, cl);
+        int32_t first = (int32_t)cp, next_last = (int32_t)cp;
+        int nb = 1; /* symbols for this character: bytes when id < 0 */
+        const uint8_t *bytes = cp == SPACE_CP ? (const uint8_t *)"\xe2\x96\x81" : u;
+        if (id < 0) {
+            /* byte fallback (Hugging Face: the character's <0xHH> pieces when all exist,
+             * else one <unk>; consecutive <unk> are fused) */
+            nb = cp == SPACE_CP ? 3 : (int)cl;
+            bool all = true;
+            for (int k = 0; k < nb; k++)
+                all &= t->byte_id[bytes[k]] >= 0;
+            if (all) {
+                first = '<', next_last = '>';
+            } else if (prev_unk) {
+                i += cl;
+                continue;
+            } else {
+                id = t->unk, first = t->unk_first, next_last = t->unk_last, nb = 1;
+            }
+        }
+        prev_unk = id >= 0 && id == t->unk;
+        for (int k = 0; k < nb; k++) {
+            if (n > 0 && t->split_words && last >= 0 && first >= 0 &&
+                !joinable(t, (uint32_t)last, (uint32_t)first)) {
+                if ((st = bpe_word(t, sym, n, out)))
+                    return st;
+                n = 0;
+            }
+            if (id >= 0)
+                sym[n++] = id;
+            else /* the UTF-8 bytes of the character (of U+2581 for a space) */
+                sym[n++] = t->byte_id[bytes[k]];
+            last = next_last;
+        }
+        i += cl;
+    }
+    return n > 0 ? bpe_word(t, sym, n, out) : GE_OK;
+}
+
+/* The longest special token at s[0..len), ending on a character boundary: its id and
+ * length, or -1. */
+static int32_t special_at(const ge_tok *t, const char *s, size_t len, size_t *mlen)
+{
+    int32_t node = 0, found = -1;
+    for (size_t k = 0; k < len; k++) {
+        uint8_t c = (uint8_t)s[k];
+        int32_t ch = t->trie[node].child;
+        while (ch && t->trie[ch].byte != c)
+            ch = t->trie[ch].sibling;
+        if (!ch)
+            break;
+        node = ch;
+        if (t->trie[node].id >= 0 && (k + 1 == len || ((uint8_t)s[k + 1] & 0xc0) != 0x80)) {
+            found = t->trie[node].id;
+            *mlen = k + 1;
+        }
+    }
+    return found;
 }
 
 ge_status ge_tok_encode(const ge_tok *t, const char *text, size_t len, bool add_special,
@@ -442,29 +858,42 @@ ge_status ge_tok_encode(const ge_tok *t, const char *text, size_t len, bool add_
     if (bad < len)
         return ge_fail(err, GE_E_INPUT, "invalid UTF-8 at byte %zu", bad);
     ge_status st = GE_OK;
+    symbuf w = {0};
     if (add_special && t->add_bos)
         st = push(out, t->bos);
     size_t seg = 0;
-    for (size_t i = 0; i < len && !st;) {
-        int32_t sp = special_at(t, text + i, len - i);
-        if (sp < 0) {
-            i += utf8_len((uint8_t)text[i]);
+    for (size_t i = 0; i < len && !st; i++) {
+        size_t ml;
+        int32_t sp;
+        if (!t->special_first[(uint8_t)text[i]] || (sp = special_at(t, text + i, len - i, &ml)) < 0)
             continue;
-        }
         if (i > seg)
-            st = bpe_segment(t, text + seg, i - seg, out);
+            st = bpe_segment(t, text + seg, i - seg, &w, out);
         if (!st)
             st = push(out, sp);
-        i += t->pieces[sp].len;
-        seg = i;
+        i += ml - 1;
+        seg = i + 1;
     }
     if (!st && len > seg)
-        st = bpe_segment(t, text + seg, len - seg, out);
+        st = bpe_segment(t, text + seg, len - seg, &w, out);
+    free(w.v);
     if (!st && add_special && t->add_eos)
         st = push(out, t->eos);
     if (st)
         return ge_fail(err, st, "out of memory tokenizing %zu bytes", len);
     return GE_OK;
+}
+
+size_t ge_tok_find_placeholder(const ge_tok *t, const int32_t *ids, size_t n, const char **piece)
+{
+    for (size_t i = 0; i < n; i++)
+        for (int k = 0; k < 3; k++)
+            if (t->media[k] >= 0 && ids[i] == t->media[k]) {
+                if (piece)
+                    *piece = MEDIA_PIECES[k];
+                return i;
+            }
+    return n;
 }
 
 /* ---- public wrappers (ge.h) ------------------------------------------------------------- */

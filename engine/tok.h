@@ -1,11 +1,15 @@
 /* tok.h - the Gemma 4 BPE tokenizer (tokenizer.ggml.model = "gemma4"), from GGUF metadata.
  *
- * Follows Hugging Face tokenizers as configured for Gemma (SPEC.md 2.1): control and
- * user-defined tokens are split out first by exact match (leftmost, longest); in the text
- * between them every space becomes U+2581; the whole segment is one BPE word starting from
- * Unicode characters, merged lowest-rank-first (leftmost on ties) with a priority queue, so a
- * long input costs O(n log n); characters missing from the vocabulary fall back to <0xXX>
- * byte tokens. Pieces point into the model mapping (zero-copy). */
+ * Follows Hugging Face tokenizers as configured for Gemma (SPEC.md 2.1), checked id for id
+ * against it on the real 262,144-piece vocabulary (tests/test_tokenizer_real.sh): control,
+ * user-defined and unknown tokens (Hugging Face's added tokens) are split out first by exact
+ * match (leftmost, longest); in the text between them every space becomes U+2581; the whole
+ * segment is one BPE word starting from Unicode characters, merged lowest-rank-first
+ * (leftmost on ties); characters missing from the vocabulary fall back to their <0xXX> byte
+ * tokens (one <unk> when one of those is missing, consecutive <unk> fused). Internally the segment is cut where no merge can ever join the two sides, so
+ * short words merge with a small scan and long ones with a heap (O(n log n)). Pieces point
+ * into the model mapping (zero-copy). The tokenizer is read-only after ge_tok_create: any
+ * number of threads may encode with it at once. */
 #ifndef GE_TOK_H
 #define GE_TOK_H
 
@@ -28,5 +32,9 @@ ge_status ge_tok_encode(const ge_tok *t, const char *text, size_t len, bool add_
                         ge_tokens *out, ge_err *err);
 /* The <eos> id when the tokenizer appends one, else -1. */
 int32_t ge_tok_eos_appended(const ge_tok *t);
+/* The index of the first media placeholder id (<|image|>, <|audio|>, <|video|>: the soft
+ * tokens that media vectors replace) in ids[0..n), with its piece in *piece (may be NULL);
+ * n when there is none. */
+size_t ge_tok_find_placeholder(const ge_tok *t, const int32_t *ids, size_t n, const char **piece);
 
 #endif

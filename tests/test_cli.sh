@@ -324,6 +324,60 @@ cmp -s "$T/again.out" "$T/accept.out" && pass "same input twice: identical outpu
 run again2 "${M[@]}" $D/good.jsonl $D/good.jsonl
 py "a record's vector does not depend on its position" samevec "$T/again2.out" 12 "$T/fmt_jsonl.out" 2
 
+# ---- invalid UTF-8 and media placeholders: error records, never a crash or a silent change ----
+
+# lines: overlong, surrogate, cut inside a line, stray continuation, beyond U+10FFFF, 0xFF,
+# cut at the end of the file; no byte is replaced or dropped to make a line valid
+printf 'good one\nover\xc0\xaflong\nsurrogate \xed\xa0\x80\ncut \xe2\x82 here\nstray \x80\nbeyond \xf4\x90\x80\x80\nff \xff\ngood two\nends cut \xe2' >"$T/bad.txt"
+run badutf "${M[@]}" "$T/bad.txt"
+expect_rc badutf 1 "lines with invalid UTF-8"
+want="V:1 E:2:bad_utf8 E:3:bad_utf8 E:4:bad_utf8 E:5:bad_utf8 E:6:bad_utf8 E:7:bad_utf8 V:8 E:9:bad_utf8"
+got=$("$PY" "$T/h.py" summary "$T/badutf.out" 2>&1)
+[ "$got" = "$want" ] && pass "invalid UTF-8 lines: one bad_utf8 record each, in order" || fail "invalid UTF-8 lines: one bad_utf8 record each, in order" "$got"
+grep -q '"id":4,"error":{"code":"bad_utf8","message":"[^"]*bad.txt:4: invalid UTF-8 at byte 5"' "$T/badutf.out" &&
+    pass "invalid UTF-8: the message names file, line and byte" || fail "invalid UTF-8: the message names file, line and byte" "$(grep '"id":4' "$T/badutf.out")"
+printf 'good one\ngood two\n' >"$T/good2.txt"
+run good2 "${M[@]}" "$T/good2.txt"
+py "invalid UTF-8: the valid lines around are unchanged" samevec "$T/badutf.out" 7 "$T/good2.out" 1
+run badutf_tok "${M[@]}" --tokenize "$T/bad.txt"
+got=$("$PY" "$T/h.py" summary "$T/badutf_tok.out" 2>&1)
+[ "$rc" -eq 1 ] && [ "$got" = "$want" ] && pass "invalid UTF-8 with --tokenize" || fail "invalid UTF-8 with --tokenize" "rc $rc: $got"
+printf '{"id":"raw","text":"caf\xe9"}\n{"id":"esc","text":"x \\ud800 y"}\n{"id":"ok","text":"fine"}\n' >"$T/badj.jsonl"
+run badj "${M[@]}" "$T/badj.jsonl"
+got=$("$PY" "$T/h.py" summary "$T/badj.out" 2>&1)
+[ "$rc" -eq 1 ] && [ "$got" = 'E:1:bad_utf8 E:2:bad_json V:"ok"' ] && pass "jsonl: raw invalid UTF-8 is bad_utf8, a lone surrogate escape bad_json" ||
+    fail "jsonl: raw invalid UTF-8 is bad_utf8, a lone surrogate escape bad_json" "rc $rc: $got"
+
+# media placeholders in a text-only record: error records naming the placeholder; the
+# boundary tokens are ordinary control tokens
+cat >"$T/media.jsonl" <<'EOF'
+{"id":"img","text":"Describe <|image|> please"}
+{"id":"aud","text":"<|audio|>"}
+{"id":"vid","text":"clip: <|video|> and <|image|>"}
+{"id":"pr","text":"fine text","prompt":"look at <|image|> "}
+{"id":"ti","text":"fine text","title":"<|audio|>"}
+{"id":"boundary","text":"<|image>a<image|> <|audio>b<audio|>"}
+{"id":"partial","text":"<|image| <image|> |image|> <|vid"}
+{"id":"ok","text":"plain text"}
+EOF
+want='E:"img":input E:"aud":input E:"vid":input E:"pr":input E:"ti":input V:"boundary" V:"partial" V:"ok"'
+run media "${M[@]}" "$T/media.jsonl"
+got=$("$PY" "$T/h.py" summary "$T/media.out" 2>&1)
+[ "$rc" -eq 1 ] && [ "$got" = "$want" ] && pass "media placeholders: error records (code input), the rest embedded" ||
+    fail "media placeholders: error records (code input), the rest embedded" "rc $rc: $got"
+grep -qF 'media.jsonl:1: the text contains the media placeholder <|image|> (at byte 10)' "$T/media.out" &&
+    grep -qF 'media.jsonl:3: the text contains the media placeholder <|video|> (at byte 7)' "$T/media.out" &&
+    grep -qF 'media.jsonl:4: the prompt or title contains the media placeholder <|image|>' "$T/media.out" &&
+    pass "media placeholders: the message names the record and the placeholder" ||
+    fail "media placeholders: the message names the record and the placeholder" "$(grep -m3 error "$T/media.out" | tr '\n' ' ')"
+run media_tok "${M[@]}" --tokenize "$T/media.jsonl"
+got=$("$PY" "$T/h.py" summary "$T/media_tok.out" 2>&1)
+[ "$rc" -eq 1 ] && [ "$got" = "$want" ] && pass "media placeholders with --tokenize" || fail "media placeholders with --tokenize" "rc $rc: $got"
+printf 'an image: <|image|>\nno image\n' >"$T/media.txt"
+run media_lines "${M[@]}" "$T/media.txt"
+got=$("$PY" "$T/h.py" summary "$T/media_lines.out" 2>&1)
+[ "$rc" -eq 1 ] && [ "$got" = "E:1:input V:2" ] && pass "media placeholders in lines input" || fail "media placeholders in lines input" "rc $rc: $got"
+
 # ---- exit status ---------------------------------------------------------------------------
 
 run u_prompt "${M[@]}" --prompt nosuch $D/good.jsonl
