@@ -25,13 +25,6 @@ static void rmsnorm(float *y, const float *x, const float *w, int n, float eps)
         y[i] = x[i] * inv * (w ? w[i] : 1.0f);
 }
 
-/* gelu_pytorch_tanh */
-static float gelu(float x)
-{
-    const float c = 0.7978845608028654f; /* sqrt(2/pi) */
-    return 0.5f * x * (1.0f + tanhf(c * (x + 0.044715f * x * x * x)));
-}
-
 /* NEOX rotate-half RoPE over a head of d values with the angle table of its position. */
 static void rope(float *v, int d, const float *cs, const float *sn)
 {
@@ -212,16 +205,13 @@ static void ew_task(void *ctx, int64_t task, int worker)
         break;
     }
     case EW_GELU_MUL: /* g = gelu(g) * u over [T, F] */
-        for (size_t i = (size_t)t0 * F; i < (size_t)t1 * F; i++)
-            b->g[i] = gelu(b->g[i]) * b->u[i];
+        j->m->kern->gelu_mul(b->g + (size_t)t0 * F, b->u + (size_t)t0 * F,
+                             (int64_t)(t1 - t0) * F);
         break;
     case EW_GELU_PLE: /* g = gelu(g) * ple[t, li] over [T, P] */
-        for (int t = t0; t < t1; t++) {
-            const float *ple = b->ple + ((size_t)t * hp->n_layer + j->li) * P;
-            float *g = b->g + (size_t)t * P;
-            for (int i = 0; i < P; i++)
-                g[i] = gelu(g[i]) * ple[i];
-        }
+        for (int t = t0; t < t1; t++)
+            j->m->kern->gelu_mul(b->g + (size_t)t * P,
+                                 b->ple + ((size_t)t * hp->n_layer + j->li) * P, P);
         break;
     case EW_ADD: /* x += a */
         for (size_t i = (size_t)t0 * H; i < (size_t)t1 * H; i++)

@@ -60,6 +60,7 @@ static void fill_all(void)
         ge_sgemm_fill(k, (ge_tier)t);
         ge_attn_fill(k, (ge_tier)t);
         ge_peak_fill(k, (ge_tier)t);
+        ge_act_fill(k, (ge_tier)t);
     }
 }
 

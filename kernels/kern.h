@@ -78,6 +78,11 @@ typedef struct ge_kern {
     void (*sgemm)(const float *packed, int64_t rows, int64_t cols, const float *x, int64_t ldx,
                   int64_t t0, int64_t t1, int64_t r0, int64_t r1, float *y, int64_t ldy);
 
+    /* ---- activations -------------------------------------------------------------------- */
+    /* g[i] = gelu_tanh(g[i]) * u[i] for i < n (scalar: tanhf; vector tiers: the same function
+     * written as x * sigmoid(2z) with the polynomial exp, within a few ulp). */
+    void (*gelu_mul)(float *g, const float *u, int64_t n);
+
     /* ---- machine peak (for --bench): one thread's GMAC/s on a register-only loop ---------- */
     double (*peak_int8)(double seconds); /* the tier's int8 dot instruction (0 when none) */
     double (*peak_fp32)(double seconds); /* the tier's widest fp32 FMA */
@@ -93,6 +98,7 @@ void ge_q8_fill(ge_kern *k, ge_tier tier);
 void ge_sgemm_fill(ge_kern *k, ge_tier tier);
 void ge_attn_fill(ge_kern *k, ge_tier tier);
 void ge_peak_fill(ge_kern *k, ge_tier tier);
+void ge_act_fill(ge_kern *k, ge_tier tier);
 
 /* ---- CPU features and tier selection (cpu.c, dispatch.c) ------------------------------- */
 

@@ -12,6 +12,7 @@ double ge_peak_fp32_avx2(double seconds)
     long iters = 0;
     do {
         for (int r = 0; r < 1000; r++)
+#pragma GCC unroll 16
             for (int i = 0; i < 10; i++)
                 a[i] = _mm256_fmadd_ps(a[i], m, c);
         iters += 1000;
@@ -24,19 +25,26 @@ double ge_peak_fp32_avx2(double seconds)
     return (double)iters * 10 * 8 / t * 1e-9;
 }
 
-/* One u8 x s8 step: maddubs (32 MACs into 16 lanes) then madd with ones and add. */
+/* One u8 x s8 step: maddubs (32 MACs into 16 lanes) then madd with ones and add. Eight
+ * independent inputs, made opaque every round so that nothing is hoisted or shared. */
 double ge_peak_int8_avx2(double seconds)
 {
-    __m256i acc[8], x = _mm256_set1_epi8(3), w = _mm256_set1_epi8(-2), one = _mm256_set1_epi16(1);
-    for (int i = 0; i < 8; i++)
+    __m256i acc[8], x[8], w = _mm256_set1_epi8(-2), one = _mm256_set1_epi16(1);
+    for (int i = 0; i < 8; i++) {
         acc[i] = _mm256_setzero_si256();
+        x[i] = _mm256_set1_epi8((char)(3 + i));
+    }
     double t0 = ge_peak_clock(), t;
     long iters = 0;
     do {
-        for (int r = 0; r < 1000; r++)
-            for (int i = 0; i < 8; i++)
+        for (int r = 0; r < 1000; r++) {
+#pragma GCC unroll 16
+            for (int i = 0; i < 8; i++) {
+                __asm__ volatile("" : "+x"(x[i]));
                 acc[i] = _mm256_add_epi32(
-                    acc[i], _mm256_madd_epi16(_mm256_maddubs_epi16(x, w), one));
+                    acc[i], _mm256_madd_epi16(_mm256_maddubs_epi16(x[i], w), one));
+            }
+        }
         iters += 1000;
     } while ((t = ge_peak_clock() - t0) < seconds);
     __m256i s = acc[0];

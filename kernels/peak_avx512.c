@@ -12,6 +12,7 @@ double ge_peak_fp32_avx512(double seconds)
     long iters = 0;
     do {
         for (int r = 0; r < 1000; r++)
+#pragma GCC unroll 16
             for (int i = 0; i < 12; i++)
                 a[i] = _mm512_fmadd_ps(a[i], m, c);
         iters += 1000;
@@ -33,6 +34,7 @@ double ge_peak_int8_avx512(double seconds)
     long iters = 0;
     do {
         for (int r = 0; r < 1000; r++)
+#pragma GCC unroll 16
             for (int i = 0; i < 12; i++)
                 acc[i] = _mm512_dpbusd_epi32(acc[i], x, w);
         iters += 1000;

@@ -12,6 +12,7 @@ double ge_peak_int8_avxvnni(double seconds)
     long iters = 0;
     do {
         for (int r = 0; r < 1000; r++)
+#pragma GCC unroll 16
             for (int i = 0; i < 10; i++)
                 acc[i] = _mm256_dpbusd_avx_epi32(acc[i], x, w);
         iters += 1000;
