@@ -1,5 +1,17 @@
-/* attn.c - placeholder until the family's kernels land: no pointers set, the engine keeps
- * its reference path. */
+/* attn.c - the attention family's table entry for each tier, falling back to the best lower
+ * tier implemented (avxvnni -> avx2, neon -> scalar). */
+#include "attn.h"
 #include "kern.h"
 
-void ge_attn_fill(ge_kern *k, ge_tier tier) { (void)k, (void)tier; }
+void ge_attn_fill(ge_kern *k, ge_tier tier)
+{
+    k->attn = ge_attn_scalar;
+#if defined(__x86_64__)
+    if (tier == GE_TIER_AVX2 || tier == GE_TIER_AVXVNNI)
+        k->attn = ge_attn_avx2;
+    if (tier == GE_TIER_AVX512)
+        k->attn = ge_attn_avx512;
+#else
+    (void)tier;
+#endif
+}
