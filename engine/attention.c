@@ -1,42 +1,6 @@
 /* attention.c - one layer's attention over a packed wave: the tier's tiled (flash) kernel,
  * or with --no-flash the row-by-row reference, as (head x query block) tasks. */
-#include <math.h>
-#include <string.h>
-
 #include "model.h"
-
-/* TEMPORARY until kernels/attn_scalar.c lands: row attention with key bounds. */
-static void rows_fallback(const ge_attn_args *a, int h, int64_t q0, int64_t q1)
-{
-    const int d = a->head_dim, kh = h / (a->n_head / a->n_kv);
-    for (int64_t i = q0; i < q1; i++) {
-        const float *qi = a->q + i * a->ldq + (int64_t)h * d;
-        float mx = -INFINITY, sum = 0.0f, *oi = a->o + i * a->ldo + (int64_t)h * d;
-        for (int64_t j = a->key_lo[i]; j < a->key_hi[i]; j++) {
-            const float *kj = a->k + j * a->ldkv + (int64_t)kh * d;
-            float s = 0.0f;
-            for (int e = 0; e < d; e++)
-                s += qi[e] * kj[e];
-            mx = s * a->scale > mx ? s * a->scale : mx;
-        }
-        memset(oi, 0, (size_t)d * sizeof *oi);
-        for (int64_t j = a->key_lo[i]; j < a->key_hi[i]; j++) {
-            const float *kj = a->k + j * a->ldkv + (int64_t)kh * d;
-            const float *vj = a->v + j * a->ldkv + (int64_t)kh * d;
-            float s = 0.0f;
-            for (int e = 0; e < d; e++)
-                s += qi[e] * kj[e];
-            float p = expf(s * a->scale - mx);
-            sum += p;
-            for (int e = 0; e < d; e++)
-                oi[e] += p * vj[e];
-        }
-        for (int e = 0; e < d; e++)
-            oi[e] /= sum;
-    }
-}
-
-#define QUERY_BLOCK 32
 
 typedef struct {
     const ge_attn_args *a;
@@ -55,8 +19,7 @@ static void attn_task(void *ctx, int64_t task, int worker)
 void ge_attention(ge_model *m, const ge_attn_args *a, int64_t n_tok)
 {
     const ge_kern *k = m->cfg.v[GE_CFG_FLASH] ? m->kern : ge_kern_get(GE_TIER_SCALAR);
-    attn_job j = {a, k->attn ? k->attn : rows_fallback, n_tok,
-                  (n_tok + QUERY_BLOCK - 1) / QUERY_BLOCK};
+    attn_job j = {a, k->attn, n_tok, (n_tok + QUERY_BLOCK - 1) / QUERY_BLOCK};
     double t0 = ge_now();
     ge_parallel(m, (int64_t)a->n_head * j.n_qb, 0, attn_task, &j);
     m->stats.seconds[GE_OP_ATTENTION] += ge_now() - t0;
