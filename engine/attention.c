@@ -2,6 +2,8 @@
  * or with --no-flash the row-by-row reference, as (head x query block) tasks. */
 #include "model.h"
 
+#define QUERY_BLOCK 32
+
 typedef struct {
     const ge_attn_args *a;
     void (*attn)(const ge_attn_args *, int, int64_t, int64_t);
