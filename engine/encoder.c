@@ -98,6 +98,14 @@ static void free_buffers(buffers *b)
     memset(b, 0, sizeof *b);
 }
 
+/* 64-byte aligned (kernels store whole cache lines); not zeroed: every row of every buffer
+ * is written before it is read, and zeroing a long wave's PLE buffer costs page faults. */
+static float *zalloc(size_t n)
+{
+    size_t bytes = (n * sizeof(float) + 63) / 64 * 64;
+    return aligned_alloc(64, bytes ? bytes : 64);
+}
+
 static ge_status alloc_buffers(buffers *b, const ge_model *m, int T)
 {
     const ge_hparams *hp = &m->hp;
@@ -112,17 +120,16 @@ static ge_status alloc_buffers(buffers *b, const ge_model *m, int T)
     size_t wlen = H > (size_t)hp->n_ple ? H : (size_t)hp->n_ple;
     wlen = wlen > (size_t)dmax ? wlen : (size_t)dmax;
     memset(b, 0, sizeof *b);
-    /* calloc: every row is written before it is read, but this keeps tools quiet */
-    b->x = calloc(t * H, sizeof(float));
-    b->a = calloc(t * wide, sizeof(float));
-    b->q = calloc(t * qd, sizeof(float));
-    b->k = calloc(t * kvmax, sizeof(float));
-    b->v = calloc(t * kvmax, sizeof(float));
-    b->o = calloc(t * qd, sizeof(float));
-    b->g = calloc(t * ff, sizeof(float));
-    b->u = calloc(t * ff, sizeof(float));
-    b->ple = calloc(t * hp->n_layer * hp->n_ple, sizeof(float));
-    b->w = calloc(wlen, sizeof(float));
+    b->x = zalloc(t * H);
+    b->a = zalloc(t * wide);
+    b->q = zalloc(t * qd);
+    b->k = zalloc(t * kvmax);
+    b->v = zalloc(t * kvmax);
+    b->o = zalloc(t * qd);
+    b->g = zalloc(t * ff);
+    b->u = zalloc(t * ff);
+    b->ple = zalloc(t * hp->n_layer * hp->n_ple);
+    b->w = zalloc(wlen);
     b->pos = calloc(t, sizeof(int32_t));
     for (int i = 0; i < 2; i++)
         b->lo[i] = calloc(t, sizeof(int32_t)), b->hi[i] = calloc(t, sizeof(int32_t));
