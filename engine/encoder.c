@@ -81,13 +81,15 @@ typedef struct {
     float *k, *v; /* [T, kvmax] */
     float *o;     /* [T, nh*dmax] */
     float *g, *u; /* [T, max(F, P)] */
-    float *ple;   /* [T, L*P] */
+    float *e0;    /* [T, H] the input embeddings (the PLE source) */
+    float *ple;   /* [T, P] this layer's per-layer input */
     float *w;     /* [max(H, P, dmax)] one norm weight */
     int32_t *pos; /* [T] position within its sequence */
     int32_t *lo[2], *hi[2]; /* [T] visible keys, sliding (0) and full (1) layers */
 } buffers;
 
-#define BUFFER_FIELDS(b) {&b->x, &b->a, &b->q, &b->k, &b->v, &b->o, &b->g, &b->u, &b->ple, &b->w}
+#define BUFFER_FIELDS(b) \
+    {&b->x, &b->a, &b->q, &b->k, &b->v, &b->o, &b->g, &b->u, &b->e0, &b->ple, &b->w}
 
 static void free_buffers(buffers *b)
 {
@@ -128,7 +130,8 @@ static ge_status alloc_buffers(buffers *b, const ge_model *m, int T)
     b->o = zalloc(t * qd);
     b->g = zalloc(t * ff);
     b->u = zalloc(t * ff);
-    b->ple = zalloc(t * hp->n_layer * hp->n_ple);
+    b->e0 = zalloc(t * H);
+    b->ple = zalloc(t * hp->n_ple);
     b->w = zalloc(wlen);
     b->pos = calloc(t, sizeof(int32_t));
     for (int i = 0; i < 2; i++)
@@ -218,7 +221,7 @@ static void ew_task(void *ctx, int64_t task, int worker)
     case EW_GELU_PLE: /* g = gelu(g) * ple[t, li] over [T, P] */
         for (int t = t0; t < t1; t++)
             j->m->kern->gelu_mul(b->g + (size_t)t * P,
-                                 b->ple + ((size_t)t * hp->n_layer + j->li) * P, P);
+                                 b->ple + (size_t)t * P, P);
         break;
     case EW_ADD: /* x += a */
         for (size_t i = (size_t)t0 * H; i < (size_t)t1 * H; i++)
@@ -279,7 +282,14 @@ static ge_status layer_forward(ge_model *m, const ge_layer *l, int li, int T, bu
     norm_rows(m, b->a, T, H, &l->post_ffn_norm, b->w);
     elementwise(m, EW_ADD, b, l, li, T);
 
-    /* PLE block: post_norm(proj(gelu(gate(x)) * ple[:, li])) */
+    /* PLE block: post_norm(proj(gelu(gate(x)) * ple)), ple = norm(e0 W_ple[li]^T / sqrt(H)) */
+    ge_linear_out ple_in[] = {{&l->ple_in, b->ple}};
+    if ((st = ge_linear_many(m, b->e0, T, ple_in, 1, err)))
+        return st;
+    const float ple_scale = 1.0f / sqrtf((float)H);
+    for (size_t i = 0; i < (size_t)T * hp->n_ple; i++)
+        b->ple[i] *= ple_scale;
+    norm_rows(m, b->ple, T, hp->n_ple, &m->ple_norm, b->w);
     ge_linear_out ple_gate[] = {{&l->ple_gate, b->g}};
     if ((st = ge_linear_many(m, b->x, T, ple_gate, 1, err)))
         return st;
@@ -300,7 +310,7 @@ static ge_status forward_wave(ge_model *m, const int32_t *ids, const int64_t *st
                               float *out, ge_err *err)
 {
     const ge_hparams *hp = &m->hp;
-    const int T = (int)start[n_seq], H = hp->n_embd, L = hp->n_layer, P = hp->n_ple;
+    const int T = (int)start[n_seq], H = hp->n_embd, L = hp->n_layer;
     buffers b;
     if (alloc_buffers(&b, m, T))
         return ge_fail(err, GE_E_NOMEM, "out of memory for a %d-token wave", T);
@@ -332,14 +342,8 @@ static ge_status forward_wave(ge_model *m, const int32_t *ids, const int64_t *st
         for (int i = 0; i < H; i++)
             e[i] *= scale;
     }
-    /* projection-only PLE, once from the merged embeddings: [T, L, P] */
-    ge_linear_out ple[] = {{&m->ple_model_proj, b.ple}};
-    if ((st = ge_linear_many(m, b.x, T, ple, 1, err)))
-        goto done;
-    const float ple_scale = 1.0f / sqrtf((float)H);
-    for (size_t i = 0; i < (size_t)T * L * P; i++)
-        b.ple[i] *= ple_scale;
-    norm_rows(m, b.ple, (int64_t)T * L, P, &m->ple_norm, b.w);
+    /* projection-only PLE comes from these merged embeddings, one layer's slice at a time */
+    memcpy(b.e0, b.x, (size_t)T * H * sizeof(float));
 
     for (int li = 0; li < L && !st; li++)
         st = layer_forward(m, &m->layers[li], li, T, &b, err);

@@ -312,12 +312,11 @@ ge_status ge_linear_prepack(ge_model *m, ge_err *err)
     for (int li = -1; li < m->hp.n_layer; li++) {
         int n = 0;
         if (li < 0) {
-            all[n++] = &m->ple_model_proj;
             all[n++] = &m->out_proj;
         } else {
             const ge_layer *l = &m->layers[li];
-            const ge_tensor *ts[] = {&l->wq, &l->wk, &l->wv, &l->wo, &l->w_gate, &l->w_up,
-                                     &l->w_down, &l->ple_gate, &l->ple_proj};
+            const ge_tensor *ts[] = {&l->ple_in, &l->wq, &l->wk, &l->wv, &l->wo, &l->w_gate,
+                                     &l->w_up, &l->w_down, &l->ple_gate, &l->ple_proj};
             for (size_t i = 0; i < sizeof ts / sizeof ts[0]; i++)
                 all[n++] = ts[i];
         }

@@ -213,9 +213,16 @@ static ge_status bind_all(ge_model *m, ge_err *err)
         (st = bind(g, "output_norm.weight", hp->n_embd, 1, &m->out_norm, err)) ||
         (st = bind(g, "output.weight", hp->n_embd, hp->n_out, &m->out_proj, err)))
         return st;
-    for (int i = 0; i < hp->n_layer; i++)
+    for (int i = 0; i < hp->n_layer; i++) {
         if ((st = bind_layer(g, hp, i, &m->layers[i], err)))
             return st;
+        /* the per-layer input projection as one view per layer: each layer computes its own
+         * [T, P] slice, so no [T, L, P] buffer is ever needed */
+        ge_tensor *v = &m->layers[i].ple_in;
+        *v = m->ple_model_proj;
+        v->ne1 = hp->n_ple;
+        v->data = m->ple_model_proj.data + (size_t)i * hp->n_ple * m->ple_model_proj.row_bytes;
+    }
     return GE_OK;
 }
 

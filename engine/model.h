@@ -32,6 +32,7 @@ typedef struct {
     ge_tensor attn_norm, wq, wk, wv, q_norm, k_norm, wo, post_attn_norm;
     ge_tensor ffn_norm, w_gate, w_up, w_down, post_ffn_norm;
     ge_tensor ple_gate, ple_proj, ple_post_norm;
+    ge_tensor ple_in; /* {H, P}: this layer's rows [li*P, (li+1)*P) of per_layer_model_proj */
     float out_scale; /* layer_output_scale */
 } ge_layer;
 
