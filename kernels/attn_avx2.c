@@ -113,7 +113,7 @@ static void probs(block *b, int64_t j0, int64_t j1, float *S)
         hi[q] = q < b->n ? (int32_t)min64(b->hi[q], j1) : 0;
         m[q] = q < b->n ? b->m[q] : 0.0f;
     }
-    const __m256 mv = _mm256_broadcast_ps((const __m128 *)m);
+    const __m256 mv = _mm256_set_m128(_mm_loadu_ps(m), _mm_loadu_ps(m));
     const __m256i lov = _mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *)lo1));
     const __m256i hiv = _mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *)hi));
     __m256i jv = _mm256_add_epi32(_mm256_set1_epi32((int32_t)j0),

@@ -88,7 +88,8 @@ typedef struct ge_kern {
     double (*peak_fp32)(double seconds); /* the tier's widest fp32 FMA */
 
     /* ---- attention ---------------------------------------------------------------------- */
-    /* Query rows [q0, q1) of one query head (flash form: tiled, online softmax). */
+    /* Query rows [q0, q1) of one query head (flash form: tiled, one pass over the keys with
+     * a per-row reference max fixed from its own first keys; kernels/attn.h has the rules). */
     void (*attn)(const ge_attn_args *a, int head, int64_t q0, int64_t q1);
 } ge_kern;
 
