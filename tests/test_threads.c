@@ -82,7 +82,7 @@ int main(int argc, char **argv)
     siblings(root, 0, "0-1\n"), siblings(root, 1, "0-1\n");
     siblings(root, 2, "2-3\n"), siblings(root, 3, "2-3\n");
     for (int c = 4; c < 8; c++) {
-        char l[8];
+        char l[16];
         snprintf(l, sizeof l, "%d\n", c);
         siblings(root, c, l);
     }
