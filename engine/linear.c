@@ -72,7 +72,9 @@ static const ge_kern *q8_kernels(const ge_model *m, int n_tok)
 
 static const ge_kern *sg_kernels(const ge_model *m, uint32_t type)
 {
-    if (!m->cfg.v[GE_CFG_SGEMM] || !m->kern->sgemm)
+    /* the scalar tier's SGEMM is a bit-exact oracle built on fmaf (a library call without
+     * FMA hardware): on that tier the reference row dots are both the reference and faster */
+    if (!m->cfg.v[GE_CFG_SGEMM] || !m->kern->sgemm || m->kern->tier == GE_TIER_SCALAR)
         return NULL;
     return type == GE_T_F32 || type == GE_T_F16 || type == GE_T_BF16 ? m->kern : NULL;
 }

@@ -1,0 +1,184 @@
+/* sgemm_avx2.c - SGEMM on fp32 panels, AVX2 + FMA (sgemm.h has the layout and numerics).
+ *
+ * Register tile: MR tokens x NP panels, a panel being two ymm (16 outputs): 3 x 2 in the
+ * steady state (12 accumulators + 1 broadcast, the 4 panel loads as FMA memory operands: 7
+ * loads per 12 FMAs; 6 x 1 needs 8 and measured 1-4% slower warm, a quarter slower when the
+ * weights stream from DRAM with few tokens, PERF.md), wider in panels when the call has 1 or
+ * 2 tokens. Each accumulator lane is one output's fma chain over k in order, so tile shapes
+ * and the split never change a value. */
+#include <immintrin.h>
+
+#include "dtype.h"
+#include "sgemm.h"
+
+#define P GE_SG_PANEL
+#define INLINE static inline __attribute__((always_inline))
+
+/* y[i][16j + l] = sum_k W[k][j][l] * x[i][k] for i < MR, j < NP: w points at the first
+ * panel (ps floats between panels), x at token row 0, y at the tile's first output. The last
+ * panel's two halves store only the lanes set in m_lo / m_hi. */
+INLINE void tile(const int MR, const int NP, const float *w, size_t ps, const float *x,
+                 size_t ldx, int64_t cols, float *y, size_t ldy, __m256i m_lo, __m256i m_hi)
+{
+    __m256 acc[3][8];
+#pragma GCC unroll 3
+    for (int i = 0; i < MR; i++)
+#pragma GCC unroll 8
+        for (int h = 0; h < 2 * NP; h++)
+            acc[i][h] = _mm256_setzero_ps();
+    for (int64_t k = 0; k < cols; k++) {
+        __m256 wv[8];
+#pragma GCC unroll 8
+        for (int h = 0; h < 2 * NP; h++)
+            wv[h] = _mm256_loadu_ps(w + (h >> 1) * ps + (size_t)k * P + (h & 1) * 8);
+#pragma GCC unroll 3
+        for (int i = 0; i < MR; i++) {
+            const __m256 b = _mm256_broadcast_ss(x + i * ldx + (size_t)k);
+#pragma GCC unroll 8
+            for (int h = 0; h < 2 * NP; h++)
+                acc[i][h] = _mm256_fmadd_ps(wv[h], b, acc[i][h]);
+        }
+    }
+#pragma GCC unroll 3
+    for (int i = 0; i < MR; i++)
+#pragma GCC unroll 8
+        for (int h = 0; h < 2 * NP; h++) {
+            if (h < 2 * NP - 2)
+                _mm256_storeu_ps(y + i * ldy + h * 8, acc[i][h]);
+            else
+                _mm256_maskstore_ps(y + i * ldy + h * 8, (h & 1) ? m_hi : m_lo, acc[i][h]);
+        }
+}
+
+typedef void tile_fn(const float *w, size_t ps, const float *x, size_t ldx, int64_t cols,
+                     float *y, size_t ldy, __m256i m_lo, __m256i m_hi);
+
+#define TILE(MR, NP)                                                                          \
+    static void tile_##MR##x##NP(const float *w, size_t ps, const float *x, size_t ldx,       \
+                                 int64_t cols, float *y, size_t ldy, __m256i m_lo,            \
+                                 __m256i m_hi)                                                \
+    {                                                                                         \
+        tile(MR, NP, w, ps, x, ldx, cols, y, ldy, m_lo, m_hi);                                \
+    }
+TILE(1, 1) TILE(1, 2) TILE(1, 3) TILE(1, 4) TILE(2, 1) TILE(2, 2) TILE(2, 3) TILE(3, 1) TILE(3, 2)
+/* [tokens - 1][panels - 1]: the shapes the driver below asks for */
+static tile_fn *const tiles[3][4] = {{tile_1x1, tile_1x2, tile_1x3, tile_1x4},
+                                     {tile_2x1, tile_2x2, tile_2x3, NULL},
+                                     {tile_3x1, tile_3x2, NULL, NULL}};
+
+enum { MR = 3 };
+
+/* lanes [0, n) of a 16-wide panel row, as the two halves' maskstore masks */
+static void lane_masks(int n, __m256i *lo, __m256i *hi)
+{
+    const __m256i idx = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
+    *lo = _mm256_cmpgt_epi32(_mm256_set1_epi32(n), idx);
+    *hi = _mm256_cmpgt_epi32(_mm256_set1_epi32(n - 8), idx);
+}
+
+void ge_sgemm_avx2(const float *packed, int64_t rows, int64_t cols, const float *x,
+                   int64_t ldx, int64_t t0, int64_t t1, int64_t r0, int64_t r1, float *y,
+                   int64_t ldy)
+{
+    if (r1 > rows)
+        r1 = rows;
+    if (t0 >= t1 || r0 >= r1)
+        return;
+    const size_t ps = (size_t)cols * P;
+    const int64_t p0 = r0 / P, p1 = (r1 + P - 1) / P;
+    __m256i full_lo, full_hi, end_lo, end_hi;
+    lane_masks(P, &full_lo, &full_hi);
+    lane_masks((int)(r1 - (p1 - 1) * P), &end_lo, &end_hi);
+    const int64_t n = t1 - t0;
+    /* 3 x 2 (12 chains); wider in panels for 1 or 2 tokens: 8..12 chains in flight */
+    const int np = n >= 3 ? 2 : n == 2 ? 3 : 4;
+    for (int64_t p = p0; p < p1; p += np) {
+        const int nq = p1 - p < np ? (int)(p1 - p) : np;
+        const int end = p + nq == p1;
+        const float *w = packed + (size_t)p * ps;
+        for (int64_t t = t0; t < t1; t += MR) {
+            const int mr = t1 - t < MR ? (int)(t1 - t) : MR;
+            tiles[mr - 1][nq - 1](w, ps, x + (size_t)t * (size_t)ldx, (size_t)ldx, cols,
+                                  y + (size_t)t * (size_t)ldy + (size_t)p * P, (size_t)ldy,
+                                  end ? end_lo : full_lo, end ? end_hi : full_hi);
+        }
+    }
+}
+
+/* ---- packing: 8 x 8 blocks, expanded in registers and transposed ---------------------- */
+
+/* 8 consecutive values of a row as fp32. F16C's conversion is exact like ge_fp16_to_fp32
+ * (only a signalling NaN comes out quietened). */
+INLINE __m256 load8(uint32_t type, const uint8_t *p)
+{
+    if (type == GE_T_F32)
+        return _mm256_loadu_ps((const float *)p);
+    const __m128i h = _mm_loadu_si128((const __m128i *)p);
+    if (type == GE_T_F16)
+        return _mm256_cvtph_ps(h);
+    return _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(h), 16));
+}
+
+INLINE void transpose8(__m256 r[8])
+{
+    __m256 t[8], s[8];
+    for (int i = 0; i < 4; i++) {
+        t[2 * i] = _mm256_unpacklo_ps(r[2 * i], r[2 * i + 1]);
+        t[2 * i + 1] = _mm256_unpackhi_ps(r[2 * i], r[2 * i + 1]);
+    }
+    for (int i = 0; i < 2; i++) {
+        s[4 * i + 0] = _mm256_shuffle_ps(t[4 * i], t[4 * i + 2], 0x44);
+        s[4 * i + 1] = _mm256_shuffle_ps(t[4 * i], t[4 * i + 2], 0xee);
+        s[4 * i + 2] = _mm256_shuffle_ps(t[4 * i + 1], t[4 * i + 3], 0x44);
+        s[4 * i + 3] = _mm256_shuffle_ps(t[4 * i + 1], t[4 * i + 3], 0xee);
+    }
+    for (int i = 0; i < 4; i++) {
+        r[i] = _mm256_permute2f128_ps(s[i], s[i + 4], 0x20);
+        r[i + 4] = _mm256_permute2f128_ps(s[i], s[i + 4], 0x31);
+    }
+}
+
+static void pack_type(const uint32_t type, const uint8_t *src, int64_t rows, int64_t cols,
+                      float *dst, int64_t r0, int64_t r1)
+{
+    const size_t es = type == GE_T_F32 ? 4 : 2, rb = (size_t)cols * es;
+    for (int64_t p = r0 / P; p * P < r1; p++) {
+        if (rows - p * P < P) { /* the zero-padded last panel */
+            ge_sg_pack_scalar(type, src, rows, cols, dst, p * P, rows);
+            continue;
+        }
+        float *pd = dst + (size_t)p * (size_t)cols * P;
+        const uint8_t *s = src + (size_t)p * P * rb;
+        int64_t k = 0;
+        for (; k + 8 <= cols; k += 8)
+            for (int h = 0; h < 2; h++) {
+                __m256 r[8];
+#pragma GCC unroll 8
+                for (int i = 0; i < 8; i++)
+                    r[i] = load8(type, s + (size_t)(8 * h + i) * rb + (size_t)k * es);
+                transpose8(r);
+#pragma GCC unroll 8
+                for (int i = 0; i < 8; i++)
+                    _mm256_storeu_ps(pd + (size_t)(k + i) * P + 8 * h, r[i]);
+            }
+        for (; k < cols; k++)
+            for (int j = 0; j < P; j++)
+                ge_dequant_row(type, s + (size_t)j * rb + (size_t)k * es,
+                               pd + (size_t)k * P + j, 1);
+    }
+}
+
+void ge_sg_pack_avx2(uint32_t type, const void *src, int64_t rows, int64_t cols, float *dst,
+                     int64_t r0, int64_t r1)
+{
+    switch (type) { /* one specialisation per type, the type test hoisted out of the loops */
+    case GE_T_F32:
+        pack_type(GE_T_F32, src, rows, cols, dst, r0, r1);
+        break;
+    case GE_T_F16:
+        pack_type(GE_T_F16, src, rows, cols, dst, r0, r1);
+        break;
+    default:
+        pack_type(GE_T_BF16, src, rows, cols, dst, r0, r1);
+    }
+}
