@@ -20,10 +20,10 @@ double ge_peak_fp32_scalar(double seconds)
     double t0 = ge_peak_clock(), t;
     long iters = 0;
     do {
-        for (int r = 0; r < 1000; r++)
+        for (int r = 0; r < 100000; r++)
             for (int i = 0; i < 8; i++)
                 a[i] = a[i] * m + c;
-        iters += 1000;
+        iters += 100000;
     } while ((t = ge_peak_clock() - t0) < seconds);
     volatile float sink = a[0] + a[7];
     (void)sink;

@@ -11,11 +11,11 @@ double ge_peak_fp32_avx2(double seconds)
     double t0 = ge_peak_clock(), t;
     long iters = 0;
     do {
-        for (int r = 0; r < 1000; r++)
+        for (int r = 0; r < 100000; r++)
 #pragma GCC unroll 16
             for (int i = 0; i < 10; i++)
                 a[i] = _mm256_fmadd_ps(a[i], m, c);
-        iters += 1000;
+        iters += 100000;
     } while ((t = ge_peak_clock() - t0) < seconds);
     __m256 s = a[0];
     for (int i = 1; i < 10; i++)
@@ -37,7 +37,7 @@ double ge_peak_int8_avx2(double seconds)
     double t0 = ge_peak_clock(), t;
     long iters = 0;
     do {
-        for (int r = 0; r < 1000; r++) {
+        for (int r = 0; r < 100000; r++) {
 #pragma GCC unroll 16
             for (int i = 0; i < 8; i++) {
                 __asm__ volatile("" : "+x"(x[i]));
@@ -45,7 +45,7 @@ double ge_peak_int8_avx2(double seconds)
                     acc[i], _mm256_madd_epi16(_mm256_maddubs_epi16(x[i], w), one));
             }
         }
-        iters += 1000;
+        iters += 100000;
     } while ((t = ge_peak_clock() - t0) < seconds);
     __m256i s = acc[0];
     for (int i = 1; i < 8; i++)

@@ -11,11 +11,11 @@ double ge_peak_fp32_avx512(double seconds)
     double t0 = ge_peak_clock(), t;
     long iters = 0;
     do {
-        for (int r = 0; r < 1000; r++)
+        for (int r = 0; r < 100000; r++)
 #pragma GCC unroll 16
             for (int i = 0; i < 12; i++)
                 a[i] = _mm512_fmadd_ps(a[i], m, c);
-        iters += 1000;
+        iters += 100000;
     } while ((t = ge_peak_clock() - t0) < seconds);
     __m512 s = a[0];
     for (int i = 1; i < 12; i++)
@@ -33,11 +33,11 @@ double ge_peak_int8_avx512(double seconds)
     double t0 = ge_peak_clock(), t;
     long iters = 0;
     do {
-        for (int r = 0; r < 1000; r++)
+        for (int r = 0; r < 100000; r++)
 #pragma GCC unroll 16
             for (int i = 0; i < 12; i++)
                 acc[i] = _mm512_dpbusd_epi32(acc[i], x, w);
-        iters += 1000;
+        iters += 100000;
     } while ((t = ge_peak_clock() - t0) < seconds);
     __m512i s = acc[0];
     for (int i = 1; i < 12; i++)
