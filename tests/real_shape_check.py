@@ -40,6 +40,31 @@ def run(cmd, data):
     return [json.loads(line) for line in p.stdout.splitlines()]
 
 
+def peak_rss_mb(cmd, data):
+    """Run cmd with data on stdin; its peak resident memory in MB (wait4's rusage)."""
+    p = subprocess.Popen(cmd, stdin=subprocess.PIPE, stdout=subprocess.DEVNULL,
+                         stderr=subprocess.DEVNULL)
+    p.stdin.write(data.encode())
+    p.stdin.close()
+    _, status, ru = os.wait4(p.pid, 0)
+    p.returncode = os.waitstatus_to_exitcode(status)
+    return p.returncode, ru.ru_maxrss / 1024.0
+
+
+def release_check(binary, model, data):
+    """--release-weights drops the file pages of repacked tensors: with --prepack every
+    matrix is repacked, so the resident set must be smaller by a good part of the file."""
+    name = os.path.basename(model)
+    size = os.path.getsize(model) / 2**20
+    rc1, kept = peak_rss_mb([binary, "-m", model, "--prepack", "--no-release-weights"], data)
+    rc2, dropped = peak_rss_mb([binary, "-m", model, "--prepack"], data)
+    report(rc1 == 0 and rc2 == 0 and kept - dropped > 0.25 * size,
+           "%s: --release-weights drops repacked pages" % name,
+           "peak RSS %.0f MB kept vs %.0f MB released (file %.0f MB)" % (kept, dropped, size))
+    print("info: %s peak RSS with --prepack: %.0f MB, with --no-release-weights: %.0f MB, "
+          "file %.0f MB" % (name, dropped, kept, size))
+
+
 def main():
     if len(sys.argv) < 3:
         report(False, "arguments", __doc__)
@@ -67,6 +92,8 @@ def main():
                    "cosine %.8f, max abs %.3g" % (cos, np.abs(a - b).max()))
             print("info: %s record %s: %d tokens, 1-cos %.3g, max abs %.3g"
                   % (name, r["id"], len(t["tokens"]), 1 - cos, np.abs(a - b).max()))
+        if "q8_0" in name:
+            release_check(binary, model, data)
 
 
 main()
