@@ -4,104 +4,21 @@
  *   full layer:    4 heads of 512 over 1 KV head, every key.
  * A layer is run as the engine runs it: (head, 32-query block) calls. Reported: median time
  * per layer, GFLOP/s counting 4 d flops per (query, key) pair (2 for q.k, 2 for p v), and
- * the fraction of the measured fp32 FMA peak of one core (a tight loop of independent FMAs).
- * The scalar oracle runs every 8th query block on T = 2048 (its rate does not change). Times
- * are the thread's CPU time (medians of 7 samples of >= 50 ms). */
+ * the fraction of the measured fp32 FMA peak of one core (the kernel table's peak_fp32 loop,
+ * best of 5 runs of 50 ms). The scalar oracle runs every 8th query block on T = 2048 (its
+ * rate does not change). Times are the thread's CPU time (medians of 7 samples of >= 50 ms;
+ * tests/bench.h). */
 #include <math.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
+#include "bench.h"
 #include "kern.h"
-
-#if defined(__x86_64__)
-#include <immintrin.h>
-#endif
+#include "rng.h"
 
 #define QBLOCK 32
-
-/* This thread's CPU time: the machine is shared, and time spent preempted is not ours. */
-static double now(void)
-{
-    struct timespec t;
-    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &t);
-    return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
-}
-
-static uint64_t rng_state = 0x9e3779b97f4a7c15ull;
-static float frand(void)
-{
-    rng_state ^= rng_state << 13;
-    rng_state ^= rng_state >> 7;
-    rng_state ^= rng_state << 17;
-    return (float)((rng_state >> 40) * (1.0 / 8388608.0)) - 1.0f;
-}
-
-static int cmp_double(const void *a, const void *b)
-{
-    const double x = *(const double *)a, y = *(const double *)b;
-    return (x > y) - (x < y);
-}
-
-/* ---- FMA peak -------------------------------------------------------------------------- */
-
-#if defined(__x86_64__)
-/* 16 independent fma chains (4-cycle latency x 2 pipes needs >= 8), n rounds. */
-__attribute__((target("avx512f"), noinline)) static float fma_loop_512(int64_t n)
-{
-    __m512 acc[16];
-    const __m512 m = _mm512_set1_ps(0.999999f), c = _mm512_set1_ps(1e-7f);
-    for (int i = 0; i < 16; i++)
-        acc[i] = _mm512_set1_ps((float)i);
-    for (int64_t k = 0; k < n; k++)
-#pragma GCC unroll 16
-        for (int i = 0; i < 16; i++)
-            acc[i] = _mm512_fmadd_ps(acc[i], m, c);
-    __m512 s = acc[0];
-    for (int i = 1; i < 16; i++)
-        s = _mm512_add_ps(s, acc[i]);
-    return _mm512_reduce_add_ps(s);
-}
-
-__attribute__((target("avx2,fma"), noinline)) static float fma_loop_256(int64_t n)
-{
-    __m256 acc[12];
-    const __m256 m = _mm256_set1_ps(0.999999f), c = _mm256_set1_ps(1e-7f);
-    for (int i = 0; i < 12; i++)
-        acc[i] = _mm256_set1_ps((float)i);
-    for (int64_t k = 0; k < n; k++)
-#pragma GCC unroll 12
-        for (int i = 0; i < 12; i++)
-            acc[i] = _mm256_fmadd_ps(acc[i], m, c);
-    __m256 s = acc[0];
-    for (int i = 1; i < 12; i++)
-        s = _mm256_add_ps(s, acc[i]);
-    float o[8];
-    _mm256_storeu_ps(o, s);
-    return o[0] + o[7];
-}
-#endif
-
-/* Best GMAC/s (fp32 lanes x fma per second) of 5 runs: the machine is shared, and a peak is
- * a best case. */
-static double fma_peak(int wide)
-{
-    double r[5];
-    volatile float sink = 0;
-    for (int k = 0; k < 5; k++) {
-        const int64_t n = 20000000;
-        const double t0 = now();
-#if defined(__x86_64__)
-        sink += wide ? fma_loop_512(n) : fma_loop_256(n);
-#endif
-        r[k] = (double)n * (wide ? 16 * 16 : 12 * 8) / (now() - t0) * 1e-9;
-    }
-    (void)sink;
-    qsort(r, 5, sizeof r[0], cmp_double);
-    return r[4];
-}
 
 /* ---- layers ---------------------------------------------------------------------------- */
 
@@ -169,17 +86,29 @@ static double layer_run(const ge_kern *k, const problem *p, int stride)
     return flops;
 }
 
+typedef struct {
+    const ge_kern *k;
+    const problem *p;
+    int stride;
+} layer_job;
+
+static void run_layer(void *arg, long call)
+{
+    const layer_job *j = arg;
+    layer_run(j->k, j->p, j->stride);
+}
+
 int main(void)
 {
     ge_cpu_feats f;
     ge_cpu_detect(&f);
     const int has512 = ge_tier_supported(&f, GE_TIER_AVX512);
     const int has256 = ge_tier_supported(&f, GE_TIER_AVX2);
-    double peak512 = 0, peak256 = 0;
+    double peak512 = 0, peak256 = 0; /* a peak is a best case: the best of 5 runs */
     if (has512)
-        peak512 = fma_peak(1);
+        peak512 = bench_peak(ge_kern_get(GE_TIER_AVX512)->peak_fp32, 0.05, 5).max;
     if (has256)
-        peak256 = fma_peak(0);
+        peak256 = bench_peak(ge_kern_get(GE_TIER_AVX2)->peak_fp32, 0.05, 5).max;
     printf("fp32 FMA peak, one core: %.1f GMAC/s with zmm, %.1f GMAC/s with ymm\n", peak512,
            peak256);
     const double peak_flops = 2 * (peak512 > peak256 ? peak512 : peak256);
@@ -199,21 +128,11 @@ int main(void)
                     continue;
                 const ge_kern *kern = ge_kern_get(tiers[k]);
                 const int stride = tiers[k] == GE_TIER_SCALAR && Ts[ti] >= 2048 ? 8 : 1;
-                double t[7], flops = layer_run(kern, &p, stride); /* warm-up */
-                int reps = 1;
-                double t0 = now();
-                layer_run(kern, &p, stride);
-                const double one = now() - t0;
-                reps = one > 0.05 ? 1 : (int)(0.05 / (one + 1e-9)) + 1;
-                const int samples = tiers[k] == GE_TIER_SCALAR ? 3 : 7;
-                for (int s = 0; s < samples; s++) {
-                    t0 = now();
-                    for (int r = 0; r < reps; r++)
-                        layer_run(kern, &p, stride);
-                    t[s] = (now() - t0) / reps;
-                }
-                qsort(t, (size_t)samples, sizeof t[0], cmp_double);
-                const double med = t[samples / 2], rate = flops / med;
+                const double flops = layer_run(kern, &p, stride); /* warm-up */
+                layer_job j = {kern, &p, stride};
+                const int samples = tiers[k] == GE_TIER_SCALAR ? 3 : BENCH_SAMPLES;
+                const double med = bench_time(run_layer, &j, 0.05, samples).med;
+                const double rate = flops / med;
                 if (tiers[k] == GE_TIER_SCALAR)
                     scalar_rate = rate;
                 printf("| %s | %d | %s | %.2f%s | %.1f | %.0f%% | %.1fx |\n", layers[li].name,

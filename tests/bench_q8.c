@@ -1,9 +1,9 @@
 /* bench_q8.c - Q8_0 GEMM benchmark (make bench-q8; not part of make test): GMAC/s of every
  * tier this CPU runs (plus the EVEX build of the avxvnni algorithm) at the model's shapes,
- * single thread, next to this machine's measured peaks: int8 VNNI-512 (a tight vpdpbusd zmm
- * loop on independent accumulators) and fp32 FMA-512 (vfmadd231ps zmm), also the 256-bit
- * forms. Each number is the median of 7 samples of >= 2 ms (20 ms for the peaks) of thread
- * CPU time.
+ * single thread, next to this machine's measured peaks (the kernel table's register-only
+ * loops, kernels/peak*.c): int8 VNNI-512 (vpdpbusd zmm) and fp32 FMA-512 (vfmadd231ps zmm),
+ * also FMA-256 and, on CPUs with AVX-VNNI, VNNI-256. Each number is the median of 7 samples
+ * of >= 2 ms (20 ms for the peaks) of thread CPU time (tests/bench.h).
  *
  *   bench_q8 [-t tier[,tier...]] [-n ntok[,ntok...]] [-s COLSxROWS[,...]] [--huge] [--scalar]
  *
@@ -14,118 +14,16 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
-#include <time.h>
 
+#include "bench.h"
 #include "dtype.h"
 #include "kern.h"
 #include "q8.h"
 
-/* The thread's CPU time, not wall time: on this shared 2-core machine other processes take
- * time slices in the middle of samples, which wall time would charge to the kernel. */
-static double now(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
-    return ts.tv_sec + ts.tv_nsec * 1e-9;
-}
-
-static int cmp_d(const void *a, const void *b)
-{
-    double x = *(const double *)a, y = *(const double *)b;
-    return x < y ? -1 : x > y;
-}
-
-#define SAMPLES 7
-
-/* ---- peaks --------------------------------------------------------------------------- */
-
-#if defined(__x86_64__)
-/* 12 independent accumulators, 48 instructions per call: enough to cover a latency of up to
- * 6 cycles at 2 per cycle. Written in asm so that the measured loop is exactly this. */
-#define ACC12(op, src)                                                                       \
-    op " " src "12, " src "13, " src "0\n\t" op " " src "12, " src "13, " src "1\n\t" op     \
-       " " src "12, " src "13, " src "2\n\t" op " " src "12, " src "13, " src "3\n\t" op    \
-       " " src "12, " src "13, " src "4\n\t" op " " src "12, " src "13, " src "5\n\t" op    \
-       " " src "12, " src "13, " src "6\n\t" op " " src "12, " src "13, " src "7\n\t" op    \
-       " " src "12, " src "13, " src "8\n\t" op " " src "12, " src "13, " src "9\n\t" op    \
-       " " src "12, " src "13, " src "10\n\t" op " " src "12, " src "13, " src "11\n\t"
-#define ZERO14(x)                                                                            \
-    "vpxor %%xmm0, %%xmm0, %%xmm0\n\tvpxor %%xmm1, %%xmm1, %%xmm1\n\t"                       \
-    "vpxor %%xmm2, %%xmm2, %%xmm2\n\tvpxor %%xmm3, %%xmm3, %%xmm3\n\t"                       \
-    "vpxor %%xmm4, %%xmm4, %%xmm4\n\tvpxor %%xmm5, %%xmm5, %%xmm5\n\t"                       \
-    "vpxor %%xmm6, %%xmm6, %%xmm6\n\tvpxor %%xmm7, %%xmm7, %%xmm7\n\t"                       \
-    "vpxor %%xmm8, %%xmm8, %%xmm8\n\tvpxor %%xmm9, %%xmm9, %%xmm9\n\t"                       \
-    "vpxor %%xmm10, %%xmm10, %%xmm10\n\tvpxor %%xmm11, %%xmm11, %%xmm11\n\t"                 \
-    "vpxor %%xmm12, %%xmm12, %%xmm12\n\tvpxor %%xmm13, %%xmm13, %%xmm13\n\t"
-#define CLOB                                                                                 \
-    "xmm0", "xmm1", "xmm2", "xmm3", "xmm4", "xmm5", "xmm6", "xmm7", "xmm8", "xmm9", "xmm10",  \
-        "xmm11", "xmm12", "xmm13"
-
-/* n iterations of 48 instructions */
-static void __attribute__((noinline)) loop_vnni512(long n)
-{
-    __asm__ volatile(ZERO14() "1:\n\t" ACC12("vpdpbusd", "%%zmm") ACC12("vpdpbusd", "%%zmm")
-                         ACC12("vpdpbusd", "%%zmm") ACC12("vpdpbusd", "%%zmm") "dec %0\n\t"
-                                                                               "jnz 1b\n\t"
-                     : "+r"(n)::CLOB, "cc");
-}
-static void __attribute__((noinline)) loop_vnni256(long n)
-{
-    __asm__ volatile(ZERO14() "1:\n\t" ACC12("vpdpbusd", "%%ymm") ACC12("vpdpbusd", "%%ymm")
-                         ACC12("vpdpbusd", "%%ymm") ACC12("vpdpbusd", "%%ymm") "dec %0\n\t"
-                                                                               "jnz 1b\n\t"
-                     : "+r"(n)::CLOB, "cc");
-}
-static void __attribute__((noinline)) loop_fma512(long n)
-{
-    __asm__ volatile(ZERO14() "1:\n\t" ACC12("vfmadd231ps", "%%zmm")
-                         ACC12("vfmadd231ps", "%%zmm") ACC12("vfmadd231ps", "%%zmm")
-                             ACC12("vfmadd231ps", "%%zmm") "dec %0\n\t"
-                                                           "jnz 1b\n\t"
-                     : "+r"(n)::CLOB, "cc");
-}
-static void __attribute__((noinline)) loop_fma256(long n)
-{
-    __asm__ volatile(ZERO14() "1:\n\t" ACC12("vfmadd231ps", "%%ymm")
-                         ACC12("vfmadd231ps", "%%ymm") ACC12("vfmadd231ps", "%%ymm")
-                             ACC12("vfmadd231ps", "%%ymm") "dec %0\n\t"
-                                                           "jnz 1b\n\t"
-                     : "+r"(n)::CLOB, "cc");
-}
-
-/* GMAC/s of loop (macs per instruction) */
-static double peak(void (*loop)(long), int macs)
-{
-    long n = 1000;
-    for (;;) {
-        double t = now();
-        loop(n);
-        t = now() - t;
-        if (t > 0.02)
-            break;
-        n *= 2;
-    }
-    double s[SAMPLES];
-    for (int i = 0; i < SAMPLES; i++) {
-        double t = now();
-        loop(n);
-        s[i] = now() - t;
-    }
-    qsort(s, SAMPLES, sizeof s[0], cmp_d);
-    return (double)n * 48 * macs / s[SAMPLES / 2] * 1e-9;
-}
-#endif
+#define RNG_SEED 88172645463325252ull
+#include "rng.h"
 
 /* ---- GEMM ---------------------------------------------------------------------------- */
-
-static uint64_t rng = 88172645463325252ull;
-static uint64_t rnd(void)
-{
-    rng ^= rng << 13;
-    rng ^= rng >> 7;
-    rng ^= rng << 17;
-    return rng;
-}
 
 static int huge; /* --huge: transparent huge pages for the weights and y */
 
@@ -139,6 +37,20 @@ static void *alloc(size_t n)
     if (p)
         madvise(p, (n + hp - 1) / hp * hp, MADV_HUGEPAGE);
     return p;
+}
+
+typedef struct {
+    const ge_kern *k;
+    const void *pk;
+    const ge_q8_act *a;
+    int64_t rows, cols, n_tok;
+    float *y;
+} gemm_job;
+
+static void run_gemm(void *arg, long call)
+{
+    const gemm_job *j = arg;
+    j->k->q8_gemm(j->pk, j->rows, j->cols, j->a, 0, j->n_tok, 0, j->rows, j->y, j->rows);
 }
 
 static double bench_gemm(const ge_kern *k, int64_t cols, int64_t rows, int64_t n_tok)
@@ -161,26 +73,10 @@ static double bench_gemm(const ge_kern *k, int64_t cols, int64_t rows, int64_t n
     k->q8_quantize(x, cols, 0, n_tok, &a);
     float *y = alloc((size_t)(n_tok * rows) * sizeof *y); /* rows * 4 % 64 == 0: rows aligned */
 
-    long reps = 1;
-    for (;;) {
-        double t = now();
-        for (long r = 0; r < reps; r++)
-            k->q8_gemm(pk, rows, cols, &a, 0, n_tok, 0, rows, y, rows);
-        t = now() - t;
-        if (t >= 0.002)
-            break;
-        reps = t < 1e-5 ? reps * 16 : (long)(reps * 0.0025 / t) + 1;
-    }
-    double s[SAMPLES];
-    for (int i = 0; i < SAMPLES; i++) {
-        double t = now();
-        for (long r = 0; r < reps; r++)
-            k->q8_gemm(pk, rows, cols, &a, 0, n_tok, 0, rows, y, rows);
-        s[i] = now() - t;
-    }
-    qsort(s, SAMPLES, sizeof s[0], cmp_d);
+    gemm_job j = {k, pk, &a, rows, cols, n_tok, y};
+    const bench_stats st = bench_time(run_gemm, &j, 0.002, BENCH_SAMPLES);
     free(w), free(pk), free(x), free(a.qs), free(a.d), free(a.sum), free(y);
-    return (double)rows * cols * n_tok * reps / s[SAMPLES / 2] * 1e-9;
+    return (double)rows * cols * n_tok / st.med * 1e-9;
 }
 
 static int in_list(const char *list, const char *name)
@@ -228,17 +124,21 @@ int main(int argc, char **argv)
 
     ge_cpu_feats f;
     ge_cpu_detect(&f);
+    /* the kernel table's peak loops, median of 7 runs of 20 ms each */
     double vnni512 = 0;
-#if defined(__x86_64__)
     if (ge_tier_supported(&f, GE_TIER_AVX512)) {
-        vnni512 = peak(loop_vnni512, 64);
+        vnni512 = bench_peak(ge_kern_get(GE_TIER_AVX512)->peak_int8, 0.02, BENCH_SAMPLES).med;
         printf("peak int8 VNNI-512 (vpdpbusd zmm):  %7.1f GMAC/s\n", vnni512);
-        printf("peak int8 VNNI-256 (vpdpbusd ymm):  %7.1f GMAC/s\n", peak(loop_vnni256, 32));
-        printf("peak fp32 FMA-512 (vfmadd231ps zmm): %7.1f GMAC/s\n", peak(loop_fma512, 16));
     }
+    if (ge_tier_supported(&f, GE_TIER_AVXVNNI))
+        printf("peak int8 VNNI-256 (vpdpbusd ymm):  %7.1f GMAC/s\n",
+               bench_peak(ge_kern_get(GE_TIER_AVXVNNI)->peak_int8, 0.02, BENCH_SAMPLES).med);
+    if (ge_tier_supported(&f, GE_TIER_AVX512))
+        printf("peak fp32 FMA-512 (vfmadd231ps zmm): %7.1f GMAC/s\n",
+               bench_peak(ge_kern_get(GE_TIER_AVX512)->peak_fp32, 0.02, BENCH_SAMPLES).med);
     if (ge_tier_supported(&f, GE_TIER_AVX2))
-        printf("peak fp32 FMA-256 (vfmadd231ps ymm): %7.1f GMAC/s\n", peak(loop_fma256, 8));
-#endif
+        printf("peak fp32 FMA-256 (vfmadd231ps ymm): %7.1f GMAC/s\n",
+               bench_peak(ge_kern_get(GE_TIER_AVX2)->peak_fp32, 0.02, BENCH_SAMPLES).med);
 
     struct {
         const char *name;

@@ -4,7 +4,9 @@
  * [--wall]   (default tiers: avx2 and avx512; make bench-sgemm ARGS="...").
  *
  * Method: one sample is as many calls as take >= 2 ms of thread CPU time; GMAC/s is the
- * median of 7 samples (p20..p80 shown). x and y rows are 64-byte aligned (ldy = rows).
+ * median of 7 samples (p20..p80 shown; tests/bench.h). The peaks are the kernel table's
+ * peak_fp32 loops (thread CPU time, also with --wall). x and y rows are 64-byte aligned
+ * (ldy = rows).
  * "warm": the same packed weight every call (it stays in L2/L3 when it fits); "cold": calls
  * rotate over copies totalling > 96 MB, so weights come from DRAM, as in a real forward pass
  * where each layer's weights are touched once per wave. Also: pack speed per weight type. */
@@ -12,93 +14,20 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
+#include "bench.h"
 #include "dtype.h"
 #include "kern.h"
+#include "rng.h"
 
-/* Thread CPU time by default: other jobs on a shared machine take time slices in the middle
- * of samples, which wall time charges to the kernel (--wall to use it anyway). */
-static int use_cpu_time = 1;
-
-static double now(void)
-{
-    struct timespec ts;
-    clock_gettime(use_cpu_time ? CLOCK_THREAD_CPUTIME_ID : CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
-
-static int cmp_d(const void *a, const void *b)
-{
-    double x = *(const double *)a, y = *(const double *)b;
-    return x < y ? -1 : x > y;
-}
-
-enum { SAMPLES = 7 };
-
-/* Median (and p20/p80) of SAMPLES rates; f(arg, i) runs call number i, units = MACs per call */
+/* Median (and p20/p80) of BENCH_SAMPLES rates in G units/s: f(arg, i) runs call number i,
+ * units per call (MACs, values). */
 static void measure(void (*f)(void *, long), void *arg, double units, double out[3])
 {
-    long reps = 1;
-    for (;;) { /* calibrate: one sample >= 2 ms */
-        double t = now();
-        for (long i = 0; i < reps; i++)
-            f(arg, i);
-        t = now() - t;
-        if (t >= 2e-3)
-            break;
-        reps = t <= 0 ? reps * 10 : (long)(reps * (2.5e-3 / t)) + 1;
-    }
-    double r[SAMPLES];
-    long call = 0;
-    for (int s = 0; s < SAMPLES; s++) {
-        double t = now();
-        for (long i = 0; i < reps; i++)
-            f(arg, call++);
-        t = now() - t;
-        r[s] = units * (double)reps / t * 1e-9;
-    }
-    qsort(r, SAMPLES, sizeof r[0], cmp_d);
-    out[0] = r[SAMPLES / 2], out[1] = r[1], out[2] = r[SAMPLES - 2];
+    const bench_stats st = bench_time(f, arg, 2e-3, BENCH_SAMPLES);
+    out[0] = units / st.med * 1e-9; /* the p20 rate is that of the p80 time */
+    out[1] = units / st.p80 * 1e-9, out[2] = units / st.p20 * 1e-9;
 }
-
-/* ---- peak: independent FMA chains, nothing else ------------------------------------- */
-#if defined(__x86_64__)
-#include <immintrin.h>
-#define PEAK_ITERS 4096L
-__attribute__((target("avx512f"), noinline)) static void peak512(void *arg, long call)
-{
-    (void)call;
-    __m512 a[12], m = _mm512_set1_ps(0.999f), c = _mm512_set1_ps(1e-3f);
-#pragma GCC unroll 12
-    for (int i = 0; i < 12; i++)
-        a[i] = _mm512_set1_ps((float)i);
-    for (long n = 0; n < PEAK_ITERS; n++)
-#pragma GCC unroll 12
-        for (int i = 0; i < 12; i++)
-            a[i] = _mm512_fmadd_ps(a[i], m, c);
-    __m512 s = a[0];
-    for (int i = 1; i < 12; i++)
-        s = _mm512_add_ps(s, a[i]);
-    _mm512_storeu_ps(arg, s);
-}
-__attribute__((target("avx2,fma"), noinline)) static void peak256(void *arg, long call)
-{
-    (void)call;
-    __m256 a[12], m = _mm256_set1_ps(0.999f), c = _mm256_set1_ps(1e-3f);
-#pragma GCC unroll 12
-    for (int i = 0; i < 12; i++)
-        a[i] = _mm256_set1_ps((float)i);
-    for (long n = 0; n < PEAK_ITERS; n++)
-#pragma GCC unroll 12
-        for (int i = 0; i < 12; i++)
-            a[i] = _mm256_fmadd_ps(a[i], m, c);
-    __m256 s = a[0];
-    for (int i = 1; i < 12; i++)
-        s = _mm256_add_ps(s, a[i]);
-    _mm256_storeu_ps(arg, s);
-}
-#endif
 
 /* ---- sgemm ---------------------------------------------------------------------------- */
 typedef struct {
@@ -131,13 +60,6 @@ static void run_pack(void *arg, long call)
     j->k->sg_pack(j->type, j->src, j->rows, j->cols, j->dst, 0, j->rows);
 }
 
-static uint64_t rng = 0x9e3779b97f4a7c15ull;
-static float frand(void)
-{
-    rng ^= rng << 13, rng ^= rng >> 7, rng ^= rng << 17;
-    return (float)((rng >> 40) * (1.0 / 8388608.0)) - 1.0f;
-}
-
 int main(int argc, char **argv)
 {
     ge_cpu_feats f;
@@ -150,7 +72,7 @@ int main(int argc, char **argv)
             continue;
         }
         if (strcmp(argv[i], "--wall") == 0) {
-            use_cpu_time = 0;
+            bench_clock = CLOCK_MONOTONIC;
             continue;
         }
         if (strcmp(argv[i], "--no-peak") == 0) {
@@ -177,24 +99,23 @@ int main(int argc, char **argv)
         for (int t = GE_TIER_AVX2; t < GE_TIER_COUNT; t++)
             want[t] = t != GE_TIER_AVXVNNI; /* avxvnni runs the avx2 kernel */
 
-    double peak = 0, pk[3];
-#if defined(__x86_64__)
-    float sink[16];
+    double peak = 0; /* the kernel table's peak loops (kernels/peak*.c), 7 runs of 20 ms */
     if (!no_peak && ge_tier_supported(&f, GE_TIER_AVX512)) {
-        measure(peak512, sink, 12.0 * 16 * PEAK_ITERS, pk);
+        const bench_stats pk =
+            bench_peak(ge_kern_get(GE_TIER_AVX512)->peak_fp32, 0.02, BENCH_SAMPLES);
         printf("peak fp32 FMA-512 (12 zmm chains): %.1f GMAC/s [%.1f..%.1f] = %.1f GFLOP/s\n",
-               pk[0], pk[1], pk[2], 2 * pk[0]);
-        peak = pk[0];
+               pk.med, pk.p20, pk.p80, 2 * pk.med);
+        peak = pk.med;
     }
     if (!no_peak && ge_tier_supported(&f, GE_TIER_AVX2)) {
-        measure(peak256, sink, 12.0 * 8 * PEAK_ITERS, pk);
-        printf("peak fp32 FMA-256 (12 ymm chains): %.1f GMAC/s [%.1f..%.1f]\n", pk[0], pk[1],
-               pk[2]);
-        if (peak < pk[0])
-            peak = pk[0];
+        const bench_stats pk =
+            bench_peak(ge_kern_get(GE_TIER_AVX2)->peak_fp32, 0.02, BENCH_SAMPLES);
+        printf("peak fp32 FMA-256 (10 ymm chains): %.1f GMAC/s [%.1f..%.1f]\n", pk.med, pk.p20,
+               pk.p80);
+        if (peak < pk.med)
+            peak = pk.med;
     }
-#endif
-    if (!no_peak) { /* the engine's own loop (--bench), for comparison */
+    if (!no_peak && peak == 0) { /* no x86 vector tier: the best tier's loop, for reference */
         const ge_kern *best = ge_kern_get(ge_tier_best(&f));
         if (best->peak_fp32)
             printf("kern.h peak_fp32 (%s): %.1f GMAC/s\n", best->name, best->peak_fp32(0.2));

@@ -5,15 +5,7 @@
 
 #include "check.h"
 #include "dtype.h"
-
-static uint64_t rng_state = 0x9e3779b97f4a7c15ull;
-static float frand(void) /* uniform in [-1, 1) */
-{
-    rng_state ^= rng_state << 13;
-    rng_state ^= rng_state >> 7;
-    rng_state ^= rng_state << 17;
-    return (float)((rng_state >> 40) * (1.0 / 8388608.0)) - 1.0f;
-}
+#include "rng.h"
 
 static void quantize_q8_0(const float *x, ge_block_q8_0 *b, size_t n)
 {

@@ -13,6 +13,7 @@
 #include "attn.h"
 #include "check.h"
 #include "kern.h"
+#include "rng.h"
 
 /* Under the sanitizers the oracle and the fp64 truth run ~10x slower: the biggest cases
  * shrink (the rel build runs them all). */
@@ -26,14 +27,6 @@ typedef void (*attn_fn)(const ge_attn_args *, int, int64_t, int64_t);
 
 static FILE *report;
 
-static uint64_t rng_state = 0x9e3779b97f4a7c15ull;
-static float frand(void) /* uniform in [-1, 1) */
-{
-    rng_state ^= rng_state << 13;
-    rng_state ^= rng_state >> 7;
-    rng_state ^= rng_state << 17;
-    return (float)((rng_state >> 40) * (1.0 / 8388608.0)) - 1.0f;
-}
 static int irand(int n) { return (int)((frand() + 1.0f) * 0.5f * (float)n) % n; }
 
 static void *xcalloc(size_t n, size_t size)

@@ -18,19 +18,7 @@
 #include "dtype.h"
 #include "kern.h"
 #include "q8.h"
-
-static uint64_t rng_state = 0x9e3779b97f4a7c15ull;
-static uint64_t rnd(void)
-{
-    rng_state ^= rng_state << 13;
-    rng_state ^= rng_state >> 7;
-    rng_state ^= rng_state << 17;
-    return rng_state;
-}
-static float frand(void) /* uniform in [-1, 1) */
-{
-    return (float)((rnd() >> 40) * (1.0 / 8388608.0)) - 1.0f;
-}
+#include "rng.h"
 
 /* a check name built printf-style (one static buffer: use before the next call) */
 static const char *nm(const char *fmt, ...) __attribute__((format(printf, 1, 2)));

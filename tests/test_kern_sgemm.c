@@ -19,15 +19,9 @@
 #include "dtype.h"
 #include "kern.h"
 
-static uint64_t rng_state = 0x2545f4914f6cdd1dull;
-static uint64_t rnd(void)
-{
-    rng_state ^= rng_state << 13;
-    rng_state ^= rng_state >> 7;
-    rng_state ^= rng_state << 17;
-    return rng_state;
-}
-static float frand(void) { return (float)((rnd() >> 40) * (1.0 / 8388608.0)) - 1.0f; }
+#define RNG_SEED 0x2545f4914f6cdd1dull
+#include "rng.h"
+
 static int64_t irand(int64_t n) { return (int64_t)(rnd() % (uint64_t)n); }
 
 static uint32_t bits(float f)

@@ -8,6 +8,9 @@
 #include "gguf.h"
 #include "tok.h"
 
+#define RNG_SEED 88172645463325252ull
+#include "rng.h"
+
 /* ---- naive reference BPE ------------------------------------------------------------------ */
 
 typedef struct {
@@ -96,12 +99,7 @@ static size_t naive(const ge_tok *t, const char *s, size_t len, int32_t *out)
     }
 }
 
-static uint64_t rng = 88172645463325252ull;
-static uint32_t next(void)
-{
-    rng ^= rng << 13, rng ^= rng >> 7, rng ^= rng << 17;
-    return (uint32_t)(rng >> 16);
-}
+static uint32_t next(void) { return (uint32_t)(rnd() >> 16); }
 
 static ge_status encode(const ge_tok *t, const char *s, bool special, ge_tokens *out)
 {

@@ -19,24 +19,10 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
+#include "bench.h" /* bench_now: CPU time of this thread (the tokenizer is single-threaded) */
 #include "gguf.h"
 #include "tok.h"
-
-/* CPU time of this thread: the machine may be shared, and the tokenizer is single-threaded */
-static double now(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
-    return (double)ts.tv_sec + ts.tv_nsec * 1e-9;
-}
-
-static int cmp_double(const void *a, const void *b)
-{
-    double x = *(const double *)a, y = *(const double *)b;
-    return x < y ? -1 : x > y;
-}
 
 static void die(const char *what, const ge_err *err)
 {
@@ -163,7 +149,7 @@ static double rate_records(const ge_tok *t, const corpus *c, double min_s, size_
     ge_tokens out = {0};
     ge_err err;
     size_t bytes = 0, passes = 0, toks = 0;
-    double t0 = now(), el;
+    double t0 = bench_now(), el;
     do {
         passes++;
         for (size_t r = 0; r + 1 < c->n; r++) {
@@ -174,7 +160,7 @@ static double rate_records(const ge_tok *t, const corpus *c, double min_s, size_
             toks += out.n;
             bytes += c->off[r + 1] - c->off[r];
         }
-    } while ((el = now() - t0) < min_s);
+    } while ((el = bench_now() - t0) < min_s);
     *ntok = toks / passes;
     ge_tokens_free(&out);
     return bytes / el / 1e6;
@@ -185,13 +171,13 @@ static double rate_whole(const ge_tok *t, const corpus *c, double min_s)
     ge_tokens out = {0};
     ge_err err;
     size_t bytes = 0;
-    double t0 = now(), el;
+    double t0 = bench_now(), el;
     do {
         out.n = 0;
         if (ge_tok_encode(t, c->text.buf, c->text.len, true, &out, &err))
             die("encode", &err);
         bytes += c->text.len;
-    } while ((el = now() - t0) < min_s);
+    } while ((el = bench_now() - t0) < min_s);
     ge_tokens_free(&out);
     return bytes / el / 1e6;
 }
@@ -228,10 +214,10 @@ static void golden(const ge_tok *t, const char *path)
         double best = 1e9;
         for (int rep = 0; rep < 3; rep++) {
             out.n = 0;
-            double t0 = now();
+            double t0 = bench_now();
             if (ge_tok_encode(t, s.buf, s.len, true, &out, &err))
                 die("encode", &err);
-            double el = now() - t0;
+            double el = bench_now() - t0;
             best = el < best ? el : best;
         }
         total += best;
@@ -282,22 +268,21 @@ int main(int argc, char **argv)
     for (int r = 0; r < RUNS; r++) {
         ge_tok_free(t);
         ge_gguf_close(g);
-        double t0 = now();
+        double t0 = bench_now();
         if (ge_gguf_open(&g, argv[1], &err))
             die("open", &err);
-        double t1 = now();
+        double t1 = bench_now();
         if (ge_tok_create(&t, g, &err))
             die("tokenizer", &err);
-        double t2 = now();
+        double t2 = bench_now();
         t_open[r] = t1 - t0, t_tok[r] = t2 - t1, t_all[r] = t2 - t0;
     }
-    qsort(t_open, RUNS, sizeof(double), cmp_double);
-    qsort(t_tok, RUNS, sizeof(double), cmp_double);
-    qsort(t_all, RUNS, sizeof(double), cmp_double);
+    const bench_stats s_open = bench_stats_of(t_open, RUNS),
+                      s_tok = bench_stats_of(t_tok, RUNS), s_all = bench_stats_of(t_all, RUNS);
     printf("vocabulary           %d pieces\n", ge_tok_vocab_size(t));
     printf("load                 %.1f ms best, %.1f ms median (medians: gguf open %.1f ms, "
-           "tokenizer %.1f ms)\n", t_all[0] * 1e3, t_all[RUNS / 2] * 1e3, t_open[RUNS / 2] * 1e3,
-           t_tok[RUNS / 2] * 1e3);
+           "tokenizer %.1f ms)\n", s_all.min * 1e3, s_all.med * 1e3, s_open.med * 1e3,
+           s_tok.med * 1e3);
 
     corpus prose = {0}, cjk = {0};
     for (int i = 3; i < argc; i++)
