@@ -382,21 +382,3 @@ void ge_tensor_row(const ge_tensor *t, int64_t r, float *dst)
 {
     ge_dequant_row(t->type, t->data + (size_t)r * t->row_bytes, dst, (size_t)t->ne0);
 }
-
-void ge_linear_ref(const ge_tensor *w, const float *x, int n_tok, float *y, float *scratch)
-{
-    const size_t in = (size_t)w->ne0, out = (size_t)w->ne1;
-    /* rows are expanded to fp32 once (into scratch, [ne0]) and reused for every token */
-    const bool expand = w->type != GE_T_F32;
-    for (size_t o = 0; o < out; o++) {
-        const uint8_t *row = w->data + o * w->row_bytes;
-        uint32_t type = w->type;
-        if (expand) {
-            ge_dequant_row(w->type, row, scratch, in);
-            row = (const uint8_t *)scratch;
-            type = GE_T_F32;
-        }
-        for (int t = 0; t < n_tok; t++)
-            y[(size_t)t * out + o] = ge_dot_row(type, row, x + (size_t)t * in, in);
-    }
-}

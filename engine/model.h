@@ -103,8 +103,5 @@ void ge_parallel(ge_model *m, int64_t n, int max, ge_task_fn fn, void *ctx);
 
 /* Row r of a tensor as fp32 (n = ne0 values). */
 void ge_tensor_row(const ge_tensor *t, int64_t r, float *dst);
-/* y[t][o] = dot(x[t], W[o]) for t < n_tok: x is [n_tok, ne0], y is [n_tok, ne1];
- * scratch holds ne0 floats. */
-void ge_linear_ref(const ge_tensor *w, const float *x, int n_tok, float *y, float *scratch);
 
 #endif
