@@ -15,6 +15,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <sys/stat.h>
 #include <unistd.h>
 #include <zlib.h>
@@ -50,10 +51,15 @@ struct ge_in {
     bool line_over;     /* the current line was longer than GE_IN_MAX_LINE */
 
     unsigned long long line_no, seq;
+    unsigned long long cur_size;    /* size of the current input when a regular file */
+    unsigned long long closed_bytes; /* sizes of the inputs already read */
+    unsigned long long total_bytes; /* sum of the input sizes, 0 = unknown */
     json_t *root;       /* the current JSONL record (owns its text) */
     char *prefix;       /* the current record's title prefix */
     char *subst;        /* copy of a line with a huge numeric id replaced (see parse_big_id) */
     char idbuf[24];     /* a line number written as an id */
+    char *idjson;       /* files input: the path as a JSON string */
+    size_t idjson_len;
 };
 
 ge_status ge_in_check(const char *path, ge_err *err)
@@ -80,13 +86,39 @@ ge_in *ge_in_create(char **paths, int n, ge_in_kind kind)
     in->paths = n > 0 ? paths : dash;
     in->npaths = n > 0 ? n : 1;
     in->forced = kind;
+    for (int i = 0; i < in->npaths; i++) {
+        struct stat st;
+        const char *p = in->paths[i];
+        int ok = strcmp(p, "-") == 0 ? fstat(STDIN_FILENO, &st) : stat(p, &st);
+        if (ok != 0 || !S_ISREG(st.st_mode)) {
+            in->total_bytes = 0;
+            break;
+        }
+        in->total_bytes += (unsigned long long)st.st_size;
+    }
     return in;
+}
+
+void ge_in_position(const ge_in *in, unsigned long long *done, unsigned long long *total)
+{
+    unsigned long long d = in->closed_bytes;
+    if (in->gz) {
+        /* a plain file: the bytes handed out as lines; gzip: compressed bytes read */
+        z_off_t off = gzdirect(in->gz) ? gztell(in->gz) : gzoffset(in->gz);
+        size_t pending = gzdirect(in->gz) ? in->end - in->start : 0;
+        if (off > 0 && (unsigned long long)off >= pending)
+            d += (unsigned long long)off - pending;
+    }
+    *done = d;
+    *total = in->total_bytes;
 }
 
 static void close_input(ge_in *in)
 {
-    if (in->gz)
+    if (in->gz) {
         gzclose(in->gz);
+        in->closed_bytes += in->cur_size;
+    }
     in->gz = NULL;
 }
 
@@ -98,6 +130,7 @@ void ge_in_free(ge_in *in)
     json_decref(in->root);
     free(in->prefix);
     free(in->subst);
+    free(in->idjson);
     free(in->buf);
     free(in->line);
     free(in);
@@ -189,6 +222,8 @@ static int open_next(ge_in *in, ge_err *err)
         close(fd);
         return ge_fail(err, GE_E_IO, "%s: %s", in->source, strerror(EISDIR)), -1;
     }
+    in->cur_size = fstat(fd, &st) == 0 && S_ISREG(st.st_mode) ? (unsigned long long)st.st_size
+                                                              : 0;
     in->gz = gzdopen(fd, "rb");
     if (!in->gz) {
         close(fd);
@@ -235,6 +270,8 @@ static int append_line(ge_in *in, const char *p, size_t n)
         in->line_over = true;
         return 0;
     }
+    if (n == 0)
+        return 0; /* in->line may still be NULL: no memcpy to NULL + 0 */
     if (in->line_len + n > in->line_cap) {
         size_t cap = in->line_cap ? in->line_cap : 4096;
         while (cap < in->line_len + n)
@@ -449,7 +486,117 @@ static void parse_jsonl(ge_in *in, ge_rec *r)
     record_prefix(in, r, prompt, title);
 }
 
-int ge_in_next(ge_in *in, ge_rec *r, ge_err *err)
+/* ---- files: one media path per line ------------------------------------------------------ */
+
+/* The modality a file's first bytes announce: "image", "audio", "video" or NULL. */
+static const char *media_magic(const unsigned char *b, size_t n)
+{
+    if (n >= 3 && b[0] == 0xFF && b[1] == 0xD8 && b[2] == 0xFF)
+        return "image"; /* JPEG */
+    if (n >= 8 && memcmp(b, "\x89PNG\r\n\x1a\n", 8) == 0)
+        return "image";
+    if (n >= 12 && memcmp(b, "RIFF", 4) == 0 && memcmp(b + 8, "WEBP", 4) == 0)
+        return "image";
+    if (n >= 12 && memcmp(b, "RIFF", 4) == 0 && memcmp(b + 8, "WAVE", 4) == 0)
+        return "audio";
+    if (n >= 4 && (memcmp(b, "fLaC", 4) == 0 || memcmp(b, "OggS", 4) == 0))
+        return "audio";
+    if (n >= 3 && memcmp(b, "ID3", 3) == 0)
+        return "audio"; /* MP3 with an ID3v2 tag */
+    if (n >= 3 && b[0] == 0xFF && (b[1] & 0xE0) == 0xE0 && (b[1] & 0x06) != 0 &&
+        (b[1] & 0x18) != 0x08 && b[1] < 0xFE && (b[2] >> 4) != 15 && ((b[2] >> 2) & 3) != 3)
+        return "audio"; /* an MPEG audio frame header (not a UTF-16 byte order mark) */
+    if (n >= 12 && memcmp(b + 4, "ftyp", 4) == 0)
+        return memcmp(b + 8, "M4A ", 4) == 0 || memcmp(b + 8, "M4B ", 4) == 0 ? "audio"
+                                                                              : "video";
+    if (n >= 8 && (memcmp(b + 4, "moov", 4) == 0 || memcmp(b + 4, "mdat", 4) == 0 ||
+                   memcmp(b + 4, "wide", 4) == 0))
+        return "video"; /* QuickTime without ftyp */
+    if (n >= 4 && memcmp(b, "\x1a\x45\xdf\xa3", 4) == 0)
+        return "video"; /* Matroska / WebM */
+    return NULL;
+}
+
+/* The modality a file name's extension suggests, or NULL. */
+static const char *media_ext(const char *path)
+{
+    static const char *const EXT[][2] = {
+        {"jpg", "image"}, {"jpeg", "image"}, {"png", "image"},  {"webp", "image"},
+        {"wav", "audio"}, {"flac", "audio"}, {"ogg", "audio"},  {"oga", "audio"},
+        {"opus", "audio"}, {"mp3", "audio"}, {"m4a", "audio"},  {"mp4", "video"},
+        {"m4v", "video"}, {"mov", "video"},  {"mkv", "video"},  {"webm", "video"},
+    };
+    const char *dot = strrchr(path, '.'), *slash = strrchr(path, '/');
+    if (!dot || (slash && slash > dot))
+        return NULL;
+    for (size_t i = 0; i < sizeof EXT / sizeof EXT[0]; i++)
+        if (strcasecmp(dot + 1, EXT[i][0]) == 0)
+            return EXT[i][1];
+    return NULL;
+}
+
+/* A path record: its id is the path as a JSON string; the file is opened and its first
+ * bytes name the modality. No media tower exists yet, so every record is an error record:
+ * "unsupported" for a media file, "io" for a path that cannot be read, "bad_record" for a
+ * file that is not media. */
+static void parse_files(ge_in *in, ge_rec *r)
+{
+    char *buf = NULL;
+    size_t len = 0;
+    FILE *m = open_memstream(&buf, &len);
+    if (!m) {
+        rec_fail(in, r, "internal", "out of memory");
+        return;
+    }
+    ge_json_put_string(m, in->line, in->line_len);
+    if (fclose(m) != 0 || !buf) {
+        free(buf);
+        rec_fail(in, r, "internal", "out of memory");
+        return;
+    }
+    free(in->idjson);
+    in->idjson = buf;
+    in->idjson_len = len;
+    r->id = in->idjson;
+    r->id_len = in->idjson_len;
+
+    if (memchr(in->line, '\0', in->line_len)) {
+        rec_fail(in, r, "bad_record", "the path contains a NUL byte");
+        return;
+    }
+    char *path = strndup(in->line, in->line_len); /* lines are not NUL-terminated */
+    if (!path) {
+        rec_fail(in, r, "internal", "out of memory");
+        return;
+    }
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    unsigned char head[16];
+    ssize_t got = -1;
+    int e = 0;
+    if (fd >= 0) {
+        struct stat st;
+        if (fstat(fd, &st) == 0 && S_ISDIR(st.st_mode))
+            e = EISDIR;
+        else if ((got = read(fd, head, sizeof head)) < 0)
+            e = errno;
+        close(fd);
+    } else
+        e = errno;
+    const char *kind = e ? NULL : media_magic(head, (size_t)got);
+    if (!e && !kind)
+        kind = media_ext(path);
+    if (e)
+        rec_fail(in, r, "io", "%s: %s", path, strerror(e));
+    else if (!kind)
+        rec_fail(in, r, "bad_record", "%s: not a media file", path);
+    else
+        rec_fail(in, r, "unsupported", "%s: %s input is not available yet", path, kind);
+    free(path);
+}
+
+/* Read the next line that is a record into in->line: 1, 0 at the end of all inputs, -1 on
+ * error. Blank lines of jsonl and files inputs are not records. */
+static int next_record_line(ge_in *in, ge_err *err)
 {
     for (;;) {
         if (!in->gz) {
@@ -464,25 +611,48 @@ int ge_in_next(ge_in *in, ge_rec *r, ge_err *err)
             close_input(in);
             continue;
         }
-        if (in->kind == GE_IN_JSONL && !in->line_over) {
+        if (in->kind != GE_IN_LINES && !in->line_over) {
             size_t i = 0;
             while (i < in->line_len && blank(in->line[i]))
                 i++;
             if (i == in->line_len)
                 continue; /* a blank line is not a record */
         }
-
-        memset(r, 0, sizeof *r);
-        r->source = in->source;
-        r->line = in->line_no;
-        r->seq = in->seq;
-        id_from_line(in, r);
-        if (in->line_over)
-            rec_fail(in, r, "too_long", "line longer than %zu bytes", GE_IN_MAX_LINE);
-        else if (in->kind == GE_IN_LINES)
-            parse_lines(in, r);
-        else
-            parse_jsonl(in, r);
         return 1;
     }
+}
+
+int ge_in_skip(ge_in *in, unsigned long long n, unsigned long long *skipped, ge_err *err)
+{
+    *skipped = 0;
+    while (*skipped < n) {
+        int l = next_record_line(in, err);
+        if (l < 0)
+            return -1;
+        if (l == 0)
+            break;
+        ++*skipped;
+    }
+    return 0;
+}
+
+int ge_in_next(ge_in *in, ge_rec *r, ge_err *err)
+{
+    int l = next_record_line(in, err);
+    if (l <= 0)
+        return l;
+    memset(r, 0, sizeof *r);
+    r->source = in->source;
+    r->line = in->line_no;
+    r->seq = in->seq;
+    id_from_line(in, r);
+    if (in->line_over)
+        rec_fail(in, r, "too_long", "line longer than %zu bytes", GE_IN_MAX_LINE);
+    else if (in->kind == GE_IN_LINES)
+        parse_lines(in, r);
+    else if (in->kind == GE_IN_FILES)
+        parse_files(in, r);
+    else
+        parse_jsonl(in, r);
+    return 1;
 }

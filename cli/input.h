@@ -14,7 +14,8 @@
 
 #include "ge.h"
 
-typedef enum { GE_IN_AUTO = 0, GE_IN_JSONL, GE_IN_LINES } ge_in_kind;
+/* GE_IN_FILES: one path per line; each names a media file (never guessed: --input files). */
+typedef enum { GE_IN_AUTO = 0, GE_IN_JSONL, GE_IN_LINES, GE_IN_FILES } ge_in_kind;
 
 /* Longest accepted line; a longer one becomes a "too_long" error record (memory stays
  * bounded whatever the input). */
@@ -48,6 +49,16 @@ ge_in *ge_in_create(char **paths, int n, ge_in_kind kind);
  * the next call. Blank lines in jsonl inputs are not records (they are skipped, but still
  * counted for line numbers); in lines mode every line is a record, an empty line included. */
 int ge_in_next(ge_in *in, ge_rec *r, ge_err *err);
+
+/* Skip up to n records without parsing them (--resume, --shard): the same records
+ * ge_in_next would return, counted the same way (blank lines of jsonl and files inputs are
+ * not records), line numbers and default ids still advance. *skipped gets how many were
+ * skipped (fewer than n at the end of the input). 0, or -1 on an I/O error (err set). */
+int ge_in_skip(ge_in *in, unsigned long long n, unsigned long long *skipped, ge_err *err);
+
+/* Input bytes consumed so far (compressed bytes for gzip inputs) and the total size of the
+ * inputs, 0 when unknown (some input is not a regular file). For progress and ETA. */
+void ge_in_position(const ge_in *in, unsigned long long *done, unsigned long long *total);
 
 void ge_in_free(ge_in *in); /* accepts NULL */
 

@@ -5,6 +5,7 @@
  * 0 all records embedded, 1 some records failed, 2 usage, 3 model could not be loaded,
  * 4 I/O error on input or output. */
 #include <math.h>
+#include <signal.h>
 #include <stdarg.h>
 #include <stdbool.h>
 #include <stdio.h>
@@ -104,7 +105,21 @@ typedef struct {
     float *vecs;            /* [batch_cap][model_dim] */
     unsigned long long records, failed;
     bool out_failed;        /* a write error was reported */
+    unsigned long long index;  /* input records consumed (all shards), for checkpoints */
+    unsigned long long tokens; /* tokens of the embedded records */
+    ge_in *in;
+    /* progress line */
+    bool progress;
+    double p_t0, p_last;
+    unsigned long long p_bytes0;
+    size_t p_len;           /* length of the last progress line, to blank it out */
 } run;
+
+/* SIGINT / SIGTERM: the signal number; the record loop stops reading, writes the records in
+ * flight and closes the output. SA_RESETHAND: a second signal kills at once. */
+static volatile sig_atomic_t g_stop;
+
+static void on_stop(int sig) { g_stop = sig; }
 
 static void pending_free(pending *p)
 {
@@ -196,6 +211,8 @@ static ge_status flush(run *R, ge_err *err)
         ge_status rst = est;
         if (est) /* the batch failed: redo this record alone to attribute the error */
             rst = ge_embed(R->model, p->tokens, p->n_tokens, vec, &e);
+        if (!rst)
+            R->tokens += p->n_tokens;
         for (int k = 0; !rst && k < R->model_dim; k++)
             if (!isfinite(vec[k]))
                 rst = ge_fail(&e, GE_E_INTERNAL, "the embedding has non-finite values");
@@ -255,20 +272,86 @@ static bool one_record(run *R, const ge_rec *r)
     return true;
 }
 
-/* Stream every record. Returns the exit status. */
-static int stream(run *R, ge_in *in)
+static double now_s(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+/* The progress line on stderr, at most every 0.5 s (final: the last one and a newline). It
+ * overwrites itself with '\r' and blanks the rest of the previous line with spaces, so it
+ * needs no terminal escape codes. */
+static void progress(run *R, bool final)
+{
+    if (!R->progress)
+        return;
+    double t = now_s();
+    if (!final && t - R->p_last < 0.5)
+        return;
+    R->p_last = t;
+    double dt = t - R->p_t0 > 1e-6 ? t - R->p_t0 : 1e-6;
+    unsigned long long done, total;
+    ge_in_position(R->in, &done, &total);
+    char line[200], eta[80] = "";
+    if (total && done <= total) {
+        int k = snprintf(eta, sizeof eta, ", %.1f%%", 100.0 * (double)done / (double)total);
+        double rate = (double)(done - (done > R->p_bytes0 ? R->p_bytes0 : done)) / dt;
+        if (!final && rate > 0) {
+            unsigned long long left = (unsigned long long)((double)(total - done) / rate + 0.5);
+            snprintf(eta + k, sizeof eta - (size_t)k, ", ETA %llu:%02llu:%02llu", left / 3600,
+                     left / 60 % 60, left % 60);
+        }
+    }
+    int n = snprintf(line, sizeof line, "%llu records, %.1f records/s, %.0f tokens/s%s",
+                     R->records, (double)R->records / dt, (double)R->tokens / dt, eta);
+    size_t len = n > 0 ? (size_t)n : 0;
+    fprintf(stderr, "\r%s%*s%s", line, R->p_len > len ? (int)(R->p_len - len) : 0, "",
+            final ? "\n" : "");
+    fflush(stderr);
+    R->p_len = final ? 0 : len;
+}
+
+/* Stream every record after the first `skip` (--resume). Returns the exit status. */
+static int stream(run *R, ge_in *in, unsigned long long skip)
 {
     ge_err err = {0};
     ge_rec rec;
     int status = EXIT_OK;
+    const ge_opts *o = R->o;
+    if (skip) {
+        unsigned long long k;
+        if (ge_in_skip(in, skip, &k, &err) < 0) {
+            say("%s", err.msg);
+            return EXIT_IO;
+        }
+        R->index = k;
+    }
+    unsigned long long total;
+    ge_in_position(in, &R->p_bytes0, &total);
     for (;;) {
-        int got = ge_in_next(in, &rec, &err);
-        if (got < 0) {
+        int got = 0;
+        if (!g_stop) {
+            got = 1;
+            if (o->shard_n > 1) { /* skip to the next record of this shard */
+                unsigned long long want = (o->shard_i + o->shard_n - R->index % o->shard_n) %
+                                          o->shard_n, k = 0;
+                if (want && ge_in_skip(in, want, &k, &err) < 0)
+                    got = -1;
+                R->index += k;
+            }
+            if (got > 0)
+                got = ge_in_next(in, &rec, &err);
+            if (got < 0 && g_stop)
+                got = 0; /* the read was interrupted by the signal */
+        }
+        if (got < 0) { /* write what was read, then stop */
             say("%s", err.msg);
             status = EXIT_IO;
-            break;
+            got = 0;
         }
         if (got > 0) {
+            R->index++;
             R->records++;
             bool ok = rec.err_code ? queue(R, &rec, rec.err_code, rec.err_msg)
                                    : one_record(R, &rec);
@@ -281,18 +364,23 @@ static int stream(run *R, ge_in *in)
         unsigned long long queued_errors = 0;
         for (size_t i = 0; i < R->batch_n; i++)
             queued_errors += R->batch[i].err_code != NULL;
-        bool stop = R->o->max_errors && R->failed + queued_errors >= R->o->max_errors;
+        bool stop = o->max_errors && R->failed + queued_errors >= o->max_errors;
         if (got == 0 || stop || R->batch_n == R->batch_cap ||
             R->batch_tokens >= R->batch_limit) {
-            if (flush(R, &err)) {
-                say("%s", err.msg);
+            ge_status st = flush(R, &err);
+            if (!st)
+                st = ge_out_checkpoint(R->out, R->index, &err);
+            if (st) {
+                if (!ge_out_epipe())
+                    say("%s", err.msg);
                 R->out_failed = true;
                 status = EXIT_IO;
                 break;
             }
         }
-        if (R->o->max_errors && R->failed >= R->o->max_errors) {
-            if (!R->o->quiet)
+        progress(R, false);
+        if (o->max_errors && R->failed >= o->max_errors) {
+            if (!o->quiet)
                 say("stopping after %llu failed records (--max-errors)", R->failed);
             break;
         }
@@ -302,6 +390,28 @@ static int stream(run *R, ge_in *in)
     for (size_t i = 0; i < R->batch_n; i++)
         pending_free(&R->batch[i]);
     return status;
+}
+
+/* argv as a shell command line: each word single-quoted unless it is plainly safe. */
+static void print_command(FILE *f, int argc, char **argv, const char *extra)
+{
+    for (int i = 0; i <= argc; i++) {
+        const char *a = i < argc ? argv[i] : extra;
+        if (!a)
+            continue;
+        if (i)
+            fputc(' ', f);
+        if (*a && strspn(a, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789"
+                            "-_./=:,+%@") == strlen(a)) {
+            fputs(a, f);
+            continue;
+        }
+        fputc('\'', f);
+        for (; *a; a++)
+            fputs(*a == '\'' ? "'\\''" : (char[]){*a, 0}, f);
+        fputc('\'', f);
+    }
+    fputc('\n', f);
 }
 
 /* --print-config: every switch with its value and where it came from, then the tier and
@@ -326,13 +436,6 @@ static int print_config(const ge_opts *o)
     printf("%-16s %s\n%-16s %d\n%-16s %s\n", "kernel tier", tier, "pool threads", threads,
            "cpu", cpu);
     return fflush(stdout) == 0 ? EXIT_OK : EXIT_IO;
-}
-
-static double now_s(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
 }
 
 int main(int argc, char **argv)
@@ -368,13 +471,16 @@ int main(int argc, char **argv)
         .path = o.output,
         .errors = o.errors,
         .ids = o.ids,
+        .resume = o.resume,
+        .shard_i = o.shard_i,
+        .shard_n = o.shard_n,
     };
     if (o.tokenize && oc.format != GE_FMT_JSONL)
         return usage_error("--tokenize writes jsonl only");
     if (o.base64 && oc.format != GE_FMT_JSONL)
         return usage_error("--encoding applies to jsonl output only");
-    if (o.ids && oc.format == GE_FMT_JSONL)
-        return usage_error("--ids applies to npy and f32 output only");
+    if (o.ids && (oc.format == GE_FMT_JSONL || oc.format == GE_FMT_NPZ))
+        return usage_error("--ids applies to npy and f32 output only (npz holds its ids)");
     if (ge_out_check(&oc, &err))
         return usage_error(err.msg);
 
@@ -416,6 +522,19 @@ int main(int argc, char **argv)
 
     int status = EXIT_OK;
     ge_in *in = ge_in_create(o.files, o.nfiles, o.input);
+    R.in = in;
+    R.progress = o.progress || (!o.quiet && isatty(STDERR_FILENO));
+    R.p_t0 = R.p_last = now_s();
+
+    /* SIGINT/SIGTERM stop the run cleanly; a closed output pipe is seen as EPIPE on write */
+    struct sigaction sa;
+    memset(&sa, 0, sizeof sa);
+    sa.sa_handler = on_stop;
+    sigemptyset(&sa.sa_mask);
+    sa.sa_flags = SA_RESETHAND; /* no SA_RESTART: a blocked read returns */
+    sigaction(SIGINT, &sa, NULL);
+    sigaction(SIGTERM, &sa, NULL);
+    signal(SIGPIPE, SIG_IGN);
     /* a batch holds about one wave of tokens (and at most 256 records) */
     R.batch_cap = 256;
     R.batch_limit = o.cfg.v[GE_CFG_WAVE_TOKENS] > 0 ? (size_t)o.cfg.v[GE_CFG_WAVE_TOKENS] : 1;
@@ -425,15 +544,20 @@ int main(int argc, char **argv)
         say("out of memory");
         status = EXIT_IO;
     } else {
-        ge_status st = ge_out_open(&R.out, &oc, &err);
+        unsigned long long skip = 0;
+        ge_status st = ge_out_open(&R.out, &oc, &skip, &err);
         if (st) {
             say("%s", err.msg);
             status = st == GE_E_USAGE ? EXIT_USAGE : EXIT_IO;
         } else {
-            status = stream(&R, in);
+            if (skip && R.progress) /* not in cron logs */
+                say("resuming after %llu input records", skip);
+            status = stream(&R, in, skip);
+            progress(&R, true);
             /* after a write error closing fails again: report it once */
             if (ge_out_close(R.out, &err) && !R.out_failed) {
-                say("%s", err.msg);
+                if (!ge_out_epipe())
+                    say("%s", err.msg);
                 status = EXIT_IO;
             }
         }
@@ -444,9 +568,29 @@ int main(int argc, char **argv)
     ge_tokens_free(&R.toks);
     ge_model_free(R.model);
 
+    if (ge_out_epipe()) {
+        /* the reader went away (`gemmaembed ... | head`): end quietly, as if killed by
+         * SIGPIPE like cat or grep (the shell sees 141), after closing the other files */
+        signal(SIGPIPE, SIG_DFL);
+        raise(SIGPIPE);
+        return 141;
+    }
     if (R.failed && !o.quiet)
         say("%llu of %llu records failed", R.failed, R.records);
     if (status == EXIT_OK && R.failed)
         status = EXIT_RECORDS;
+    if (g_stop) {
+        bool to_file = o.output && strcmp(o.output, "-") != 0;
+        say("stopped by %s after %llu input records%s", g_stop == SIGINT ? "SIGINT" : "SIGTERM",
+            R.index, to_file ? "; the output is complete up to there. To continue:" :
+                               "; the output went to stdout, so it cannot be resumed");
+        if (to_file) {
+            bool has = false;
+            for (int i = 1; i < argc; i++)
+                has |= strcmp(argv[i], "--resume") == 0;
+            print_command(stderr, argc, argv, has ? NULL : "--resume");
+        }
+        status = 128 + g_stop;
+    }
     return status;
 }

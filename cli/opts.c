@@ -16,7 +16,7 @@
 enum {
     O_MODEL = 'm', O_OUTPUT = 'o', O_QUIET = 'q', O_HELP = 'h', O_VERSION = 'V',
     O_INPUT = 256, O_FORMAT, O_ENCODING, O_DIM, O_PROMPT, O_PREFIX, O_TRUNCATE, O_TOKENIZE,
-    O_ERRORS, O_IDS, O_MAX_ERRORS, O_PRINT_CONFIG, O_BENCH, O_BENCH_JSON, O_BENCH_REPS,
+    O_ERRORS, O_IDS, O_MAX_ERRORS, O_PRINT_CONFIG, O_RESUME, O_SHARD, O_PROGRESS, O_BENCH, O_BENCH_JSON, O_BENCH_REPS,
     O_SWITCH = 1000,   /* + index in the engine switch table */
     O_NO_SWITCH = 2000 /* + index: --no-<bool switch> */
 };
@@ -32,24 +32,29 @@ typedef struct {
 static const opt_row OPTS[] = {
     {O_MODEL, "model", "PATH", "$GEMMAEMBED_MODEL", "EmbeddingGemma 2 GGUF text model"},
     {O_OUTPUT, "output", "PATH", "stdout", "write results to PATH"},
-    {O_FORMAT, "format", "jsonl|npy|f32", "from the -o extension, else jsonl",
+    {O_FORMAT, "format", "jsonl|npy|f32|npz", "from the -o extension, else jsonl",
      "output format"},
     {O_ENCODING, "encoding", "float|base64", "float",
      "jsonl vectors as numbers or base64 (LE float32)"},
     {O_DIM, "dim", "768|512|256|128", "the model's width",
      "Matryoshka: first N values, L2-normalised again"},
-    {O_INPUT, "input", "jsonl|lines", "guessed per file: '{' first = jsonl",
-     "input format"},
+    {O_INPUT, "input", "jsonl|lines|files", "guessed per file: '{' first = jsonl",
+     "input format (files: one media path per line)"},
     {O_PROMPT, "prompt", "NAME", "none", "task prompt for every record (names below)"},
     {O_PREFIX, "prefix", "STR", "none", "literal prompt prefix for every record"},
     {O_TRUNCATE, "truncate", NULL, NULL,
      "cut over-long records instead of failing them"},
     {O_TOKENIZE, "tokenize", NULL, NULL, "print token ids instead of embeddings (jsonl)"},
-    {O_ERRORS, "errors", "PATH", "inline for jsonl, stderr for npy/f32",
+    {O_ERRORS, "errors", "PATH", "inline for jsonl, stderr for npy/f32/npz",
      "where error records go"},
     {O_IDS, "ids", "PATH", "OUTPUT.ids.jsonl", "ids sidecar of npy/f32 output"},
     {O_MAX_ERRORS, "max-errors", "N", "no limit", "stop after N failed records"},
-    {O_QUIET, "quiet", NULL, NULL, "no summary or warnings on stderr"},
+    {O_RESUME, "resume", NULL, NULL,
+     "continue the -o output of an interrupted run"},
+    {O_SHARD, "shard", "I/N", NULL, "only records whose 0-based index % N == I"},
+    {O_PROGRESS, "progress", NULL, "when stderr is a terminal",
+     "show a progress line on stderr"},
+    {O_QUIET, "quiet", NULL, NULL, "no summary, warnings or progress on stderr"},
     {O_BENCH, "bench", NULL, NULL,
      "profile: tokens/s and time per operation (on FILEs or built-in texts)"},
     {O_BENCH_JSON, "bench-json", "PATH", NULL, "also write the --bench results as JSON"},
@@ -183,24 +188,39 @@ int ge_opts_parse(int argc, char **argv, ge_opts *o, char *msg, size_t msglen)
         case O_TRUNCATE: o->truncate = true; break;
         case O_TOKENIZE: o->tokenize = true; break;
         case O_QUIET: o->quiet = true; break;
+        case O_PROGRESS: o->progress = 1; break;
+        case O_RESUME: o->resume = true; break;
+        case O_SHARD: {
+            const char *slash = strchr(optarg, '/');
+            char head[32];
+            unsigned long long si, sn;
+            if (!slash || (size_t)(slash - optarg) >= sizeof head)
+                return usage(msg, msglen, "--shard: '%s' is not I/N", optarg);
+            memcpy(head, optarg, (size_t)(slash - optarg));
+            head[slash - optarg] = 0;
+            if (!parse_ull(head, &si) || !parse_ull(slash + 1, &sn) || sn == 0 || si >= sn)
+                return usage(msg, msglen,
+                             "--shard: '%s' is not I/N with 0 <= I < N (e.g. 0/4)", optarg);
+            o->shard_i = si;
+            o->shard_n = sn;
+            break;
+        }
         case O_HELP: o->help = true; break;
         case O_VERSION: o->version = true; break;
         case O_FORMAT: {
-            int i = pick(optarg, "jsonl|npy|f32");
+            int i = pick(optarg, "jsonl|npy|f32|npz");
             if (i < 0)
-                return usage(msg, msglen, "--format: unknown format '%s' (jsonl, npy, f32)",
-                             optarg);
-            o->format = (ge_fmt[]){GE_FMT_JSONL, GE_FMT_NPY, GE_FMT_F32}[i];
+                return usage(msg, msglen,
+                             "--format: unknown format '%s' (jsonl, npy, f32, npz)", optarg);
+            o->format = (ge_fmt[]){GE_FMT_JSONL, GE_FMT_NPY, GE_FMT_F32, GE_FMT_NPZ}[i];
             break;
         }
         case O_INPUT: {
-            if (strcmp(optarg, "files") == 0)
-                return usage(msg, msglen, "--input files: not available yet (jsonl, lines)");
-            int i = pick(optarg, "jsonl|lines");
+            int i = pick(optarg, "jsonl|lines|files");
             if (i < 0)
-                return usage(msg, msglen, "--input: unknown format '%s' (jsonl, lines)",
+                return usage(msg, msglen, "--input: unknown format '%s' (jsonl, lines, files)",
                              optarg);
-            o->input = i == 0 ? GE_IN_JSONL : GE_IN_LINES;
+            o->input = (ge_in_kind[]){GE_IN_JSONL, GE_IN_LINES, GE_IN_FILES}[i];
             break;
         }
         case O_ENCODING: {
@@ -247,6 +267,7 @@ void ge_opts_help(FILE *f)
     fputs("Usage: gemmaembed -m MODEL [options] [FILE...]\n"
           "Embed text records with EmbeddingGemma 2. Reads FILEs (gzip or plain; '-' or no\n"
           "FILE = stdin): JSONL records {\"id\": ..., \"text\": ...} or one text per line.\n"
+          "SIGINT/SIGTERM stop cleanly and print the command that continues (--resume).\n"
           "\nOptions:\n",
           f);
     for (size_t i = 0; i < NOPTS; i++) {
@@ -296,7 +317,8 @@ void ge_opts_help(FILE *f)
         col += w;
     }
     fputs("\n\nExit status: 0 all records embedded, 1 some records failed, 2 usage error,\n"
-          "3 the model could not be loaded, 4 input or output I/O error.\n"
+          "3 the model could not be loaded, 4 input or output I/O error, 130/143 stopped by\n"
+          "SIGINT/SIGTERM (the output is closed validly; continue with --resume).\n"
           "See gemmaembed(1) for the input and output formats.\n",
           f);
 }

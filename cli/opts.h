@@ -25,6 +25,9 @@ typedef struct {
     const char *prompt;     /* --prompt NAME (not yet resolved) */
     const char *prefix;     /* --prefix STR */
     bool truncate, tokenize, quiet;
+    bool resume;            /* --resume */
+    bool progress;          /* --progress (wins over --quiet for the progress line) */
+    unsigned long long shard_i, shard_n; /* --shard i/n; n == 0: no sharding */
     bool help, version, print_config;
     bool bench;             /* --bench */
     const char *bench_json; /* --bench-json PATH */

@@ -15,6 +15,7 @@
 #include <sys/stat.h>
 #include <sys/types.h>
 #include <unistd.h>
+#include <zlib.h>
 
 #include "json_span.h"
 
@@ -45,7 +46,24 @@ struct ge_out {
     char *b64;            /* base64 of one row */
     unsigned long long rows;
     bool began;           /* begin succeeded: end must run */
+    bool resumed;         /* reopened an existing output: no header to write */
+
+    /* resume state file (see output.h) */
+    bool stateful;
+    int state_fd;         /* -1 when none */
+    char *state_name;
+    unsigned long long state_seq;
+
+    /* npz: rows and ids go to unlinked temporary files until close */
+    FILE *npz_data, *npz_ids;
+    unsigned long npz_crc;   /* crc32 of the rows */
+    size_t npz_id_max;       /* longest id, in code points */
+    unsigned long long npz_at; /* bytes of the zip written */
 };
+
+static bool g_epipe;
+
+bool ge_out_epipe(void) { return g_epipe; }
 
 /* ---- helpers ---------------------------------------------------------------------------- */
 
@@ -54,6 +72,8 @@ static ge_status check(FILE *f, const char *name, ge_err *err)
     if (!ferror(f))
         return GE_OK;
     int e = errno ? errno : EIO;
+    if (e == EPIPE)
+        g_epipe = true;
     return ge_fail(err, GE_E_IO, "%s: write failed: %s", name, strerror(e));
 }
 
@@ -221,6 +241,11 @@ static ge_status npy_write_header(ge_out *o, ge_err *err)
 
 static ge_status npy_begin(ge_out *o, ge_err *err)
 {
+    if (o->resumed) { /* the header was checked when the file was reopened */
+        o->npy_at = 0;
+        o->npy_len = npy_size(o->cfg.dim);
+        return GE_OK;
+    }
     o->npy_at = ftello(o->f);
     if (o->npy_at < 0)
         return ge_fail(err, GE_E_USAGE, "%s: npy output must be seekable (%s)", o->f_name,
@@ -245,15 +270,449 @@ static ge_status npy_end(ge_out *o, ge_err *err)
     return GE_OK;
 }
 
+static bool is_stdout(const char *path) { return !path || strcmp(path, "-") == 0; }
+#define is_stdout_path is_stdout
+
+/* ---- npz -------------------------------------------------------------------------------- */
+
+/* A zip archive (method 0 "stored", fixed 1980-01-01 timestamps, crc32 from zlib) holding
+ * embeddings.npy, the same array as the npy format, and ids.npy, a 1-d '<U' array (UTF-32)
+ * of the raw JSON ids (as in the ids sidecar), which numpy.load reads without allow_pickle.
+ * The row count is known only at the end, so rows and ids go to unlinked temporary files next
+ * to the output and the archive is written at close (in one forward pass: a pipe works).
+ * Members larger than 4 GiB use the zip64 extensions. */
+
+static FILE *temp_near(const char *path)
+{
+    char tmpl[4096];
+    const char *slash = path ? strrchr(path, '/') : NULL;
+    if (path && !is_stdout_path(path)) {
+        int dl = slash ? (int)(slash - path + 1) : 0;
+        snprintf(tmpl, sizeof tmpl, "%.*s.gemmaembed-npz-XXXXXX", dl, path);
+    } else {
+        const char *t = getenv("TMPDIR");
+        snprintf(tmpl, sizeof tmpl, "%s/gemmaembed-npz-XXXXXX", t && *t ? t : "/tmp");
+    }
+    int fd = mkstemp(tmpl);
+    if (fd < 0)
+        return NULL;
+    unlink(tmpl);
+    FILE *f = fdopen(fd, "w+b");
+    if (!f)
+        close(fd);
+    return f;
+}
+
+static ge_status npz_begin(ge_out *o, ge_err *err)
+{
+    o->npz_data = temp_near(o->cfg.path);
+    o->npz_ids = o->npz_data ? temp_near(o->cfg.path) : NULL;
+    if (!o->npz_ids)
+        return ge_fail(err, GE_E_IO, "%s: cannot create a temporary file: %s", o->f_name,
+                       strerror(errno));
+    o->npz_crc = crc32(0L, Z_NULL, 0);
+    return GE_OK;
+}
+
+static size_t utf8_count(const char *s, size_t n)
+{
+    size_t k = 0;
+    for (size_t i = 0; i < n; i++)
+        k += ((unsigned char)s[i] & 0xC0) != 0x80;
+    return k;
+}
+
+static ge_status npz_row(ge_out *o, const ge_row *r, ge_err *err)
+{
+    to_le(o, r->vec, o->cfg.dim);
+    size_t nb = (size_t)o->cfg.dim * 4;
+    fwrite(o->bytes, 1, nb, o->npz_data);
+    o->npz_crc = crc32(o->npz_crc, o->bytes, (uInt)nb);
+    fwrite(r->id, 1, r->id_len, o->npz_ids);
+    putc('\n', o->npz_ids);
+    size_t cp = utf8_count(r->id, r->id_len);
+    if (cp > o->npz_id_max)
+        o->npz_id_max = cp;
+    o->rows++;
+    if (ferror(o->npz_data) || ferror(o->npz_ids))
+        return ge_fail(err, GE_E_IO, "%s: temporary file: write failed: %s", o->f_name,
+                       strerror(errno ? errno : EIO));
+    return GE_OK;
+}
+
+static void le16(unsigned char *p, unsigned v) { p[0] = (unsigned char)v, p[1] = (unsigned char)(v >> 8); }
+static void le32(unsigned char *p, unsigned long v)
+{
+    for (int i = 0; i < 4; i++)
+        p[i] = (unsigned char)(v >> (8 * i));
+}
+static void le64(unsigned char *p, unsigned long long v)
+{
+    for (int i = 0; i < 8; i++)
+        p[i] = (unsigned char)(v >> (8 * i));
+}
+
+static void zput(ge_out *o, const void *p, size_t n)
+{
+    fwrite(p, 1, n, o->f);
+    o->npz_at += n;
+}
+
+#define Z32 0xFFFFFFFFull
+
+typedef struct {
+    const char *name;
+    unsigned long crc;
+    unsigned long long size, at;
+} zmember;
+
+static void zip_local(ge_out *o, zmember *m)
+{
+    unsigned char h[30 + 20];
+    size_t nl = strlen(m->name);
+    bool big = m->size >= Z32;
+    m->at = o->npz_at;
+    le32(h, 0x04034b50);
+    le16(h + 4, big ? 45 : 20);
+    le16(h + 6, 0);
+    le16(h + 8, 0);
+    le16(h + 10, 0);          /* 00:00:00 */
+    le16(h + 12, 0x21);       /* 1980-01-01 */
+    le32(h + 14, m->crc);
+    le32(h + 18, big ? Z32 : m->size);
+    le32(h + 22, big ? Z32 : m->size);
+    le16(h + 26, (unsigned)nl);
+    le16(h + 28, big ? 20 : 0);
+    zput(o, h, 30);
+    zput(o, m->name, nl);
+    if (big) {
+        le16(h, 1);
+        le16(h + 2, 16);
+        le64(h + 4, m->size);
+        le64(h + 12, m->size);
+        zput(o, h, 20);
+    }
+}
+
+static void zip_central(ge_out *o, const zmember *m)
+{
+    unsigned char h[46 + 28];
+    size_t nl = strlen(m->name);
+    bool big = m->size >= Z32, far = m->at >= Z32;
+    unsigned xl = (big ? 16 : 0) + (far ? 8 : 0);
+    le32(h, 0x02014b50);
+    le16(h + 4, 0x0300 | 45);  /* made by: unix, 4.5 */
+    le16(h + 6, big || far ? 45 : 20);
+    le16(h + 8, 0);
+    le16(h + 10, 0);
+    le16(h + 12, 0);
+    le16(h + 14, 0x21);
+    le32(h + 16, m->crc);
+    le32(h + 20, big ? Z32 : m->size);
+    le32(h + 24, big ? Z32 : m->size);
+    le16(h + 28, (unsigned)nl);
+    le16(h + 30, xl ? xl + 4 : 0);
+    le16(h + 32, 0);
+    le16(h + 34, 0);
+    le16(h + 36, 0);
+    le32(h + 38, 0100644ul << 16);
+    le32(h + 42, far ? Z32 : m->at);
+    zput(o, h, 46);
+    zput(o, m->name, nl);
+    if (xl) {
+        size_t k = 4;
+        le16(h, 1);
+        le16(h + 2, xl);
+        if (big) {
+            le64(h + k, m->size);
+            le64(h + k + 8, m->size);
+            k += 16;
+        }
+        if (far) {
+            le64(h + k, m->at);
+            k += 8;
+        }
+        zput(o, h, k);
+    }
+}
+
+static void zip_end(ge_out *o, unsigned long long cd_at, unsigned long long cd_len, unsigned n)
+{
+    unsigned char h[56];
+    if (cd_at >= Z32) {
+        unsigned long long z64_at = o->npz_at;
+        le32(h, 0x06064b50);
+        le64(h + 4, 44);
+        le16(h + 12, 0x0300 | 45);
+        le16(h + 14, 45);
+        le32(h + 16, 0);
+        le32(h + 20, 0);
+        le64(h + 24, n);
+        le64(h + 32, n);
+        le64(h + 40, cd_len);
+        le64(h + 48, cd_at);
+        zput(o, h, 56);
+        le32(h, 0x07064b50);
+        le32(h + 4, 0);
+        le64(h + 8, z64_at);
+        le32(h + 16, 1);
+        zput(o, h, 20);
+    }
+    le32(h, 0x06054b50);
+    le16(h + 4, 0);
+    le16(h + 6, 0);
+    le16(h + 8, n);
+    le16(h + 10, n);
+    le32(h + 12, cd_len);
+    le32(h + 16, cd_at >= Z32 ? Z32 : cd_at);
+    le16(h + 20, 0);
+    zput(o, h, 22);
+}
+
+/* One id line (raw UTF-8) as `width` little-endian UTF-32 code units, zero padded. */
+static void id_utf32(const char *s, size_t n, size_t width, unsigned char *out)
+{
+    const unsigned char *u = (const unsigned char *)s;
+    size_t k = 0;
+    for (size_t i = 0; i < n && k < width;) {
+        unsigned long c = u[i];
+        int len = c < 0x80 ? 1 : c < 0xE0 ? 2 : c < 0xF0 ? 3 : 4;
+        if (len > 1)
+            c &= 0x3Fu >> (len - 1);
+        for (int j = 1; j < len && i + (size_t)j < n; j++)
+            c = c << 6 | (u[i + (size_t)j] & 0x3F);
+        i += (size_t)len;
+        le32(out + 4 * k++, c);
+    }
+    memset(out + 4 * k, 0, 4 * (width - k));
+}
+
+/* Copy the ids temp file as UTF-32 rows, to f (write) or only into the crc. */
+static ge_status npz_ids_pass(ge_out *o, size_t width, unsigned long *crc, bool write,
+                              ge_err *err)
+{
+    char *line = NULL;
+    size_t cap = 0;
+    ssize_t n;
+    unsigned char *row = malloc(4 * width);
+    if (!row)
+        return ge_fail(err, GE_E_NOMEM, "out of memory");
+    rewind(o->npz_ids);
+    while ((n = getline(&line, &cap, o->npz_ids)) > 0) {
+        if (line[n - 1] == '\n')
+            n--;
+        id_utf32(line, (size_t)n, width, row);
+        if (write)
+            zput(o, row, 4 * width);
+        else
+            *crc = crc32(*crc, row, (uInt)(4 * width));
+    }
+    free(line);
+    free(row);
+    if (ferror(o->npz_ids))
+        return ge_fail(err, GE_E_IO, "%s: temporary file: read failed: %s", o->f_name,
+                       strerror(errno));
+    return GE_OK;
+}
+
+static ge_status npz_end(ge_out *o, ge_err *err)
+{
+    if (fflush(o->npz_data) != 0 || fflush(o->npz_ids) != 0)
+        return ge_fail(err, GE_E_IO, "%s: temporary file: write failed: %s", o->f_name,
+                       strerror(errno));
+    /* embeddings.npy: the npy header, then the rows */
+    size_t hl = npy_size(o->cfg.dim);
+    char h[256];
+    npy_header(h, hl, o->rows, o->cfg.dim);
+    unsigned long long data = o->rows * (unsigned long long)o->cfg.dim * 4;
+    zmember m[2] = {{"embeddings.npy", 0, hl + data, 0}, {"ids.npy", 0, 0, 0}};
+    m[0].crc = crc32_combine(crc32(crc32(0L, Z_NULL, 0), (const Bytef *)h, (uInt)hl),
+                             o->npz_crc, (z_off_t)data);
+    zip_local(o, &m[0]);
+    zput(o, h, hl);
+    rewind(o->npz_data);
+    char buf[1 << 16];
+    size_t got;
+    while ((got = fread(buf, 1, sizeof buf, o->npz_data)) > 0)
+        zput(o, buf, got);
+    if (ferror(o->npz_data))
+        return ge_fail(err, GE_E_IO, "%s: temporary file: read failed: %s", o->f_name,
+                       strerror(errno));
+
+    /* ids.npy: '<U{width}' of shape (rows,) */
+    size_t width = o->npz_id_max ? o->npz_id_max : 1;
+    char ih[256];
+    int k = snprintf(ih + 10, sizeof ih - 10,
+                     "{'descr': '<U%zu', 'fortran_order': False, 'shape': (%llu,), }", width,
+                     o->rows);
+    size_t ihl = ((size_t)k + 10 + 1 + 63) / 64 * 64;
+    memcpy(ih, "\x93NUMPY\x01\x00", 8);
+    ih[8] = (char)((ihl - 10) & 0xff);
+    ih[9] = (char)((ihl - 10) >> 8);
+    memset(ih + 10 + k, ' ', ihl - 10 - (size_t)k - 1);
+    ih[ihl - 1] = '\n';
+    unsigned long crc = crc32(crc32(0L, Z_NULL, 0), (const Bytef *)ih, (uInt)ihl);
+    ge_status st = npz_ids_pass(o, width, &crc, false, err);
+    if (st)
+        return st;
+    m[1].crc = crc;
+    m[1].size = ihl + o->rows * (unsigned long long)width * 4;
+    zip_local(o, &m[1]);
+    zput(o, ih, ihl);
+    if ((st = npz_ids_pass(o, width, NULL, true, err)) != GE_OK)
+        return st;
+
+    unsigned long long cd_at = o->npz_at;
+    zip_central(o, &m[0]);
+    zip_central(o, &m[1]);
+    zip_end(o, cd_at, o->npz_at - cd_at, 2);
+    return check(o->f, o->f_name, err);
+}
+
+/* ---- resume ----------------------------------------------------------------------------- */
+
+#define SLOT 256
+
+typedef struct {
+    unsigned long long seq, records, rows, shard_i, shard_n;
+    long long out, ids, errors; /* byte lengths; errors -1 = not a file */
+    char format[8];
+    int dim;
+} ckpt;
+
+static const char *fmt_name(ge_fmt f)
+{
+    return f == GE_FMT_NPY ? "npy" : f == GE_FMT_F32 ? "f32" : f == GE_FMT_NPZ ? "npz" : "jsonl";
+}
+
+static ge_status state_write(ge_out *o, const ckpt *c, ge_err *err)
+{
+    char slot[SLOT + 1];
+    int k = snprintf(slot, sizeof slot,
+                     "gemmaembed-resume 1 seq=%llu records=%llu rows=%llu out=%lld ids=%lld "
+                     "errors=%lld format=%s dim=%d shard=%llu/%llu",
+                     c->seq, c->records, c->rows, c->out, c->ids, c->errors, c->format, c->dim,
+                     c->shard_i, c->shard_n);
+    unsigned long crc = crc32(crc32(0L, Z_NULL, 0), (const Bytef *)slot, (uInt)k);
+    k += snprintf(slot + k, sizeof slot - (size_t)k, " crc=%08lx", crc);
+    memset(slot + k, ' ', SLOT - (size_t)k - 1);
+    slot[SLOT - 1] = '\n';
+    if (pwrite(o->state_fd, slot, SLOT, (off_t)(c->seq % 2) * SLOT) != SLOT)
+        return ge_fail(err, GE_E_IO, "%s: write failed: %s", o->state_name,
+                       strerror(errno ? errno : EIO));
+    return GE_OK;
+}
+
+/* The newest valid slot of the state file into *c. 1 = found, 0 = none valid. */
+static int state_read(int fd, ckpt *c)
+{
+    char buf[2 * SLOT];
+    ssize_t n = pread(fd, buf, sizeof buf, 0);
+    int found = 0;
+    for (int s = 0; s < 2 && n >= (ssize_t)(s + 1) * SLOT; s++) {
+        char slot[SLOT + 1];
+        memcpy(slot, buf + s * SLOT, SLOT);
+        slot[SLOT] = 0;
+        ckpt t;
+        unsigned long crc;
+        memset(&t, 0, sizeof t);
+        if (sscanf(slot,
+                   "gemmaembed-resume 1 seq=%llu records=%llu rows=%llu out=%lld ids=%lld "
+                   "errors=%lld format=%7s dim=%d shard=%llu/%llu crc=%lx",
+                   &t.seq, &t.records, &t.rows, &t.out, &t.ids, &t.errors, t.format, &t.dim,
+                   &t.shard_i, &t.shard_n, &crc) != 11)
+            continue;
+        char *at = strstr(slot, " crc=");
+        if (!at || crc32(crc32(0L, Z_NULL, 0), (const Bytef *)slot, (uInt)(at - slot)) != crc)
+            continue;
+        if (!found || t.seq > c->seq)
+            *c = t;
+        found = 1;
+    }
+    return found;
+}
+
+ge_status ge_out_checkpoint(ge_out *o, unsigned long long records, ge_err *err)
+{
+    if (!o->stateful)
+        return GE_OK;
+    errno = 0;
+    if (fflush(o->f) != 0)
+        return check(o->f, o->f_name, err);
+    if (o->ids && fflush(o->ids) != 0)
+        return check(o->ids, o->ids_name, err);
+    if (o->errf && !o->errf_std && fflush(o->errf) != 0)
+        return check(o->errf, o->errf_name, err);
+    if (o->cfg.format == GE_FMT_NPY) {
+        char h[256];
+        npy_header(h, o->npy_len, o->rows, o->cfg.dim);
+        if (pwrite(fileno(o->f), h, o->npy_len, o->npy_at) != (ssize_t)o->npy_len)
+            return ge_fail(err, GE_E_IO, "%s: cannot patch the npy header: %s", o->f_name,
+                           strerror(errno ? errno : EIO));
+    }
+    struct stat sb;
+    ckpt c = {.seq = ++o->state_seq, .records = records, .rows = o->rows,
+              .out = (long long)ftello(o->f), .ids = o->ids ? (long long)ftello(o->ids) : 0,
+              .errors = -1, .dim = o->cfg.dim, .shard_i = o->cfg.shard_i,
+              .shard_n = o->cfg.shard_n};
+    if (o->errf && !o->errf_std && fstat(fileno(o->errf), &sb) == 0 && S_ISREG(sb.st_mode))
+        c.errors = (long long)ftello(o->errf);
+    snprintf(c.format, sizeof c.format, "%s", fmt_name(o->cfg.format));
+    return state_write(o, &c, err);
+}
+
+/* Cut an output reopened for resuming to `len` bytes and go to its end. */
+static ge_status cut_file(FILE *f, const char *path, long long len, ge_err *err)
+{
+    struct stat sb;
+    if (fstat(fileno(f), &sb) != 0 || sb.st_size < len)
+        return ge_fail(err, GE_E_IO,
+                       "%s: cannot resume: the file is shorter (%lld bytes) than its last "
+                       "checkpoint (%lld)", path, (long long)sb.st_size, len);
+    if (ftruncate(fileno(f), (off_t)len) != 0 || fseeko(f, 0, SEEK_END) != 0)
+        return ge_fail(err, GE_E_IO, "%s: cannot resume: %s", path, strerror(errno));
+    return GE_OK;
+}
+
+static ge_status reopen_cut(FILE **f, const char *path, long long len, ge_err *err)
+{
+    *f = fopen(path, "r+b");
+    if (!*f)
+        return ge_fail(err, GE_E_IO, "%s: cannot resume: %s", path, strerror(errno));
+    return cut_file(*f, path, len, err);
+}
+
+/* jsonl with inline errors: count the complete lines of path, cut a torn last line. */
+static ge_status reopen_lines(FILE **f, const char *path, unsigned long long *lines,
+                              ge_err *err)
+{
+    *lines = 0;
+    *f = fopen(path, "r+b");
+    if (!*f)
+        return ge_fail(err, GE_E_IO, "%s: cannot resume: %s", path, strerror(errno));
+    static char buf[1 << 20];
+    size_t got;
+    long long at = 0, end = 0;
+    while ((got = fread(buf, 1, sizeof buf, *f)) > 0) {
+        for (char *p = buf, *q; (q = memchr(p, '\n', got - (size_t)(p - buf))); p = q + 1) {
+            ++*lines;
+            end = at + (q - buf) + 1;
+        }
+        at += (long long)got;
+    }
+    if (ferror(*f))
+        return ge_fail(err, GE_E_IO, "%s: cannot resume: read error: %s", path, strerror(errno));
+    return cut_file(*f, path, end, err);
+}
+
 /* ---- the table -------------------------------------------------------------------------- */
 
 static const writer WRITERS[] = {
     [GE_FMT_JSONL] = {"jsonl", jsonl_begin, jsonl_row, jsonl_error, jsonl_end},
     [GE_FMT_NPY] = {"npy", npy_begin, f32_row, error_to_file, npy_end},
     [GE_FMT_F32] = {"f32", f32_begin, f32_row, error_to_file, f32_end},
+    [GE_FMT_NPZ] = {"npz", npz_begin, npz_row, error_to_file, npz_end},
 };
-
-static bool is_stdout(const char *path) { return !path || strcmp(path, "-") == 0; }
 
 ge_fmt ge_out_guess(const char *path)
 {
@@ -264,11 +723,19 @@ ge_fmt ge_out_guess(const char *path)
         return GE_FMT_NPY;
     if (dot && strcmp(dot, ".f32") == 0)
         return GE_FMT_F32;
+    if (dot && strcmp(dot, ".npz") == 0)
+        return GE_FMT_NPZ;
     return GE_FMT_JSONL;
 }
 
 ge_status ge_out_check(const ge_out_cfg *cfg, ge_err *err)
 {
+    if (cfg->resume && is_stdout(cfg->path))
+        return ge_fail(err, GE_E_USAGE, "--resume needs the output file (-o PATH)");
+    if (cfg->resume && cfg->format == GE_FMT_NPZ)
+        return ge_fail(err, GE_E_USAGE,
+                       "--resume: npz output is written whole at the end and cannot be "
+                       "continued (use npy, f32 or jsonl)");
     if (cfg->format != GE_FMT_NPY)
         return GE_OK;
     if (is_stdout(cfg->path)) {
@@ -298,15 +765,84 @@ static ge_status open_file(FILE **f, const char *path, ge_err *err)
     return GE_OK;
 }
 
-ge_status ge_out_open(ge_out **out, const ge_out_cfg *cfg, ge_err *err)
+/* Check that an npy file reopened for resuming has the header gemmaembed writes for this
+ * width (any row count). */
+static ge_status npy_check_header(ge_out *o, ge_err *err)
+{
+    size_t hl = npy_size(o->cfg.dim);
+    char h[256], want[256];
+    unsigned long long rows = 0;
+    if (fseeko(o->f, 0, SEEK_SET) != 0 || fread(h, 1, hl, o->f) != hl ||
+        sscanf(h + 10, "{'descr': '<f4', 'fortran_order': False, 'shape': (%llu,", &rows) != 1)
+        goto bad;
+    npy_header(want, hl, rows, o->cfg.dim);
+    if (memcmp(h, want, hl) == 0)
+        return GE_OK;
+bad:
+    return ge_fail(err, GE_E_USAGE,
+                   "%s: cannot resume: not an npy file of %d-wide float32 rows as gemmaembed "
+                   "writes them", o->f_name, o->cfg.dim);
+}
+
+/* Resume a stateful output from its state file: *c gets the checkpoint (records == 0 when
+ * there is nothing to keep). */
+static ge_status state_open(ge_out *o, bool resume, ckpt *c, ge_err *err)
+{
+    size_t n = strlen(o->cfg.path) + sizeof ".resume";
+    o->state_name = malloc(n);
+    if (!o->state_name)
+        return ge_fail(err, GE_E_NOMEM, "out of memory");
+    snprintf(o->state_name, n, "%s.resume", o->cfg.path);
+    memset(c, 0, sizeof *c);
+    if (resume && access(o->cfg.path, F_OK) == 0) {
+        int fd = open(o->state_name, O_RDONLY | O_CLOEXEC);
+        if (fd < 0)
+            return ge_fail(err, GE_E_USAGE,
+                           "%s: cannot resume: %s: %s (remove the output to start again)",
+                           o->cfg.path, o->state_name, strerror(errno));
+        int found = state_read(fd, c);
+        close(fd);
+        if (found && c->records > 0) {
+            if (strcmp(c->format, fmt_name(o->cfg.format)) != 0 || c->dim != o->cfg.dim ||
+                c->shard_i != o->cfg.shard_i || c->shard_n != o->cfg.shard_n)
+                return ge_fail(err, GE_E_USAGE,
+                               "%s: cannot resume: it was written as %s, --dim %d, shard "
+                               "%llu/%llu; this run asks for %s, --dim %d, shard %llu/%llu",
+                               o->cfg.path, c->format, c->dim, c->shard_i, c->shard_n,
+                               fmt_name(o->cfg.format), o->cfg.dim, o->cfg.shard_i,
+                               o->cfg.shard_n);
+        } else
+            memset(c, 0, sizeof *c);
+    }
+    o->state_fd = open(o->state_name, O_RDWR | O_CREAT | O_CLOEXEC, 0666);
+    if (o->state_fd < 0)
+        return ge_fail(err, GE_E_IO, "%s: %s", o->state_name, strerror(errno));
+    if (c->records == 0) {
+        /* a fresh start: an empty state before the outputs are truncated */
+        if (ftruncate(o->state_fd, 0) != 0)
+            return ge_fail(err, GE_E_IO, "%s: %s", o->state_name, strerror(errno));
+        ckpt z = {.seq = 1, .errors = o->cfg.errors ? 0 : -1, .dim = o->cfg.dim,
+                  .shard_i = o->cfg.shard_i, .shard_n = o->cfg.shard_n};
+        snprintf(z.format, sizeof z.format, "%s", fmt_name(o->cfg.format));
+        o->state_seq = 1;
+        return state_write(o, &z, err);
+    }
+    o->state_seq = c->seq;
+    return GE_OK;
+}
+
+ge_status ge_out_open(ge_out **out, const ge_out_cfg *cfg, unsigned long long *skip,
+                      ge_err *err)
 {
     *out = NULL;
+    *skip = 0;
     ge_status st = ge_out_check(cfg, err);
     if (st)
         return st;
     ge_out *o = calloc(1, sizeof *o);
     if (!o)
         return ge_fail(err, GE_E_NOMEM, "out of memory");
+    o->state_fd = -1;
     o->cfg = *cfg;
     o->w = &WRITERS[cfg->format];
     o->bytes = malloc((size_t)cfg->dim * 4);
@@ -316,23 +852,63 @@ ge_status ge_out_open(ge_out **out, const ge_out_cfg *cfg, ge_err *err)
         return ge_fail(err, GE_E_NOMEM, "out of memory");
     }
 
-    if (is_stdout(cfg->path)) {
+    bool to_std = is_stdout(cfg->path);
+    bool binary = cfg->format != GE_FMT_JSONL;
+    ckpt c = {0};
+    struct stat sb;
+    /* a state file only beside a regular file (not /dev/null, a FIFO, ...) */
+    o->stateful = !to_std && cfg->format != GE_FMT_NPZ && (binary || cfg->errors) &&
+                  (stat(cfg->path, &sb) != 0 || S_ISREG(sb.st_mode));
+    if (o->stateful && (st = state_open(o, cfg->resume, &c, err)) != GE_OK)
+        goto fail;
+    o->resumed = c.records > 0;
+
+    if (to_std) {
         o->f = stdout;
         o->f_std = true;
         o->f_name = "<stdout>";
     } else {
         o->f_name = cfg->path;
-        if ((st = open_file(&o->f, cfg->path, err)) != GE_OK) {
-            ge_out_close(o, NULL);
-            return st;
-        }
+        if (o->resumed) {
+            o->f = fopen(cfg->path, "r+b");
+            if (!o->f) {
+                st = ge_fail(err, GE_E_IO, "%s: cannot resume: %s", cfg->path, strerror(errno));
+                goto fail;
+            }
+            if (cfg->format == GE_FMT_NPY &&
+                ((st = npy_check_header(o, err)) != GE_OK ||
+                 (c.out != (long long)(npy_size(cfg->dim) + c.rows * (size_t)cfg->dim * 4) &&
+                  (st = ge_fail(err, GE_E_USAGE, "%s: cannot resume: the checkpoint does not "
+                                "match the file", cfg->path)))))
+                goto fail;
+            if ((st = cut_file(o->f, cfg->path, c.out, err)) != GE_OK)
+                goto fail;
+            o->rows = c.rows;
+            *skip = c.records;
+        } else if (cfg->resume && !o->stateful && access(cfg->path, F_OK) == 0) {
+            unsigned long long lines;
+            size_t n = strlen(cfg->path) + sizeof ".resume";
+            char *sn = malloc(n);
+            bool has_state = sn && (snprintf(sn, n, "%s.resume", cfg->path), access(sn, F_OK) == 0);
+            free(sn);
+            if (has_state) { /* jsonl rows only: the errors went to an --errors file */
+                st = ge_fail(err, GE_E_USAGE, "%s: cannot resume: it was written with --errors "
+                             "FILE (give the same --errors)", cfg->path);
+                goto fail;
+            }
+            if ((st = reopen_lines(&o->f, cfg->path, &lines, err)) != GE_OK)
+                goto fail;
+            /* one line per record of this shard: records shard_i, shard_i + n, ... */
+            unsigned long long every = cfg->shard_n ? cfg->shard_n : 1;
+            *skip = lines ? lines * every + cfg->shard_i : 0;
+            o->rows = lines;
+        } else if ((st = open_file(&o->f, cfg->path, err)) != GE_OK)
+            goto fail;
     }
-    struct stat sb;
     o->flush_each = fstat(fileno(o->f), &sb) != 0 || !S_ISREG(sb.st_mode);
     setvbuf(o->f, NULL, _IOFBF, (size_t)1 << 20);
 
-    bool binary = cfg->format != GE_FMT_JSONL;
-    if (binary && (cfg->ids || !o->f_std)) {
+    if (binary && cfg->format != GE_FMT_NPZ && (cfg->ids || !o->f_std)) {
         const char *ids = cfg->ids;
         if (!ids) {
             size_t n = strlen(cfg->path) + sizeof ".ids.jsonl";
@@ -342,20 +918,21 @@ ge_status ge_out_open(ge_out **out, const ge_out_cfg *cfg, ge_err *err)
         } else
             o->ids_name = strdup(ids);
         if (!o->ids_name) {
-            ge_out_close(o, NULL);
-            return ge_fail(err, GE_E_NOMEM, "out of memory");
+            st = ge_fail(err, GE_E_NOMEM, "out of memory");
+            goto fail;
         }
-        if ((st = open_file(&o->ids, o->ids_name, err)) != GE_OK) {
-            ge_out_close(o, NULL);
-            return st;
-        }
+        st = o->resumed ? reopen_cut(&o->ids, o->ids_name, c.ids, err)
+                        : open_file(&o->ids, o->ids_name, err);
+        if (st)
+            goto fail;
     }
     if (cfg->errors) {
         o->errf_name = cfg->errors;
-        if ((st = open_file(&o->errf, cfg->errors, err)) != GE_OK) {
-            ge_out_close(o, NULL);
-            return st;
-        }
+        st = o->resumed && c.errors >= 0 && stat(cfg->errors, &sb) == 0 && S_ISREG(sb.st_mode)
+                 ? reopen_cut(&o->errf, cfg->errors, c.errors, err)
+                 : open_file(&o->errf, cfg->errors, err);
+        if (st)
+            goto fail;
     } else if (binary) {
         o->errf = stderr;
         o->errf_std = true;
@@ -363,13 +940,14 @@ ge_status ge_out_open(ge_out **out, const ge_out_cfg *cfg, ge_err *err)
     }
 
     errno = 0;
-    if ((st = o->w->begin(o, err)) != GE_OK) {
-        ge_out_close(o, NULL);
-        return st;
-    }
+    if ((st = o->w->begin(o, err)) != GE_OK)
+        goto fail;
     o->began = true;
     *out = o;
     return GE_OK;
+fail:
+    ge_out_close(o, NULL);
+    return st;
 }
 
 ge_status ge_out_row(ge_out *o, const ge_row *r, ge_err *err)
@@ -400,6 +978,8 @@ static ge_status finish(FILE *f, const char *name, bool is_std, ge_status st, ge
         bad = 1;
         e = errno;
     }
+    if (bad && e == EPIPE)
+        g_epipe = true;
     if (bad && !st)
         st = ge_fail(err, GE_E_IO, "%s: write failed: %s", name, strerror(e));
     return st;
@@ -416,6 +996,13 @@ ge_status ge_out_close(ge_out *o, ge_err *err)
     st = finish(o->f, o->f_name, o->f_std, st, err);
     st = finish(o->ids, o->ids_name, false, st, err);
     st = finish(o->errf, o->errf_name, o->errf_std, st, err);
+    if (o->npz_data)
+        fclose(o->npz_data);
+    if (o->npz_ids)
+        fclose(o->npz_ids);
+    if (o->state_fd >= 0)
+        close(o->state_fd);
+    free(o->state_name);
     free(o->ids_name);
     free(o->bytes);
     free(o->b64);

@@ -5,12 +5,28 @@
  *   npy    NumPy v1.0 '<f4' (N, dim); the header is written with room for any N and patched
  *          at close, so the output must be seekable. Ids sidecar, errors to the errors file.
  *   f32    raw little-endian float32 rows, no header. Ids sidecar, errors to the errors file.
+ *   npz    zip (stored, no compression) of embeddings.npy and ids.npy (a '<U' array of the raw
+ *          ids), built at close from unlinked temporary files; works on pipes too.
  *
  * The ids sidecar (PATH.ids.jsonl, or --ids) has one line per row, the raw id. Error records
  * ({"id":<raw>,"error":{"code":...,"message":...}}) go inline for jsonl and to the errors
  * file (--errors, default stderr) for binary formats; with --errors they always go there.
  * Writers never print messages: failures come back as GE_E_IO (write failed) or GE_E_USAGE
- * (an output that cannot work, such as npy on a pipe) with a one-line message. */
+ * (an output that cannot work, such as npy on a pipe) with a one-line message.
+ *
+ * Resume (--resume). Two ways of knowing how many input records a file output holds:
+ *  - jsonl with error records inline (no --errors): one line per input record, so the count
+ *    is the number of complete lines; a torn last line is cut off.
+ *  - npy, f32, and jsonl with --errors: the output holds rows of good records only, so a
+ *    state file PATH.resume is kept next to it. ge_out_checkpoint writes it after every
+ *    batch, once the output, the ids sidecar and the errors file are flushed: the number of
+ *    input records consumed and the byte length of each of those files at that moment (and
+ *    the npy header is patched to the row count then, so the npy loads after a kill -9).
+ *    Two 256-byte slots written alternately, each with a sequence number and a crc32, so a
+ *    torn write leaves the previous one valid. Resuming cuts every file back to the
+ *    checkpoint and the caller skips that many input records. The state file stays after a
+ *    finished run: --resume on a finished output then only processes records appended to
+ *    the input since. */
 #ifndef GE_CLI_OUTPUT_H
 #define GE_CLI_OUTPUT_H
 
@@ -20,7 +36,7 @@
 
 #include "ge.h"
 
-typedef enum { GE_FMT_AUTO = 0, GE_FMT_JSONL, GE_FMT_NPY, GE_FMT_F32 } ge_fmt;
+typedef enum { GE_FMT_AUTO = 0, GE_FMT_JSONL, GE_FMT_NPY, GE_FMT_F32, GE_FMT_NPZ } ge_fmt;
 
 typedef struct {
     ge_fmt format;      /* resolved: not GE_FMT_AUTO */
@@ -30,6 +46,9 @@ typedef struct {
     const char *errors; /* NULL = inline for jsonl, stderr for npy/f32 */
     const char *ids;    /* NULL = PATH.ids.jsonl (no sidecar when writing to stdout) */
     int dim;            /* floats per row */
+    bool resume;        /* continue the existing output (see above) */
+    unsigned long long shard_i, shard_n; /* --shard (n == 0: none): checked and used to
+                                            count the records of a jsonl output */
 } ge_out_cfg;
 
 typedef struct {
@@ -44,15 +63,24 @@ typedef struct {
 
 typedef struct ge_out ge_out;
 
-/* The format a path's extension asks for (.npy, .f32, else jsonl). */
+/* The format a path's extension asks for (.npy, .f32, .npz, else jsonl). */
 ge_fmt ge_out_guess(const char *path);
 
 /* Check, before any work, that cfg can be honoured without creating anything: npy needs a
  * seekable output (not a pipe, not an O_APPEND stdout). GE_E_USAGE with a message if not. */
 ge_status ge_out_check(const ge_out_cfg *cfg, ge_err *err);
 
-/* Create the output (and sidecar / errors file) and write any header. */
-ge_status ge_out_open(ge_out **out, const ge_out_cfg *cfg, ge_err *err);
+/* Create the output (and sidecar / errors file) and write any header. With cfg->resume and
+ * an existing output, reopen it instead, cut it back to its last complete record (or
+ * checkpoint) and set *skip to the number of input records to skip (0 otherwise). */
+ge_status ge_out_open(ge_out **out, const ge_out_cfg *cfg, unsigned long long *skip,
+                      ge_err *err);
+/* Everything up to `records` input records (counted from the start of the input, records
+ * of other shards included) is written: flush and, for outputs with a state file, record
+ * the checkpoint. */
+ge_status ge_out_checkpoint(ge_out *o, unsigned long long records, ge_err *err);
+/* True once a write failed with EPIPE (a reader closed the pipe). */
+bool ge_out_epipe(void);
 /* Write one result row (embedding or tokens). */
 ge_status ge_out_row(ge_out *o, const ge_row *r, ge_err *err);
 /* Write one error record. msg is one line. */
