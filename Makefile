@@ -123,3 +123,67 @@ bench-sgemm: $(BUILD)/tests/bench_sgemm
 bench-attn: $(BUILD)/tests/bench_attn
 	$(BUILD)/tests/bench_attn
 .PHONY: bench-attn
+
+# libFuzzer targets (tests/fuzz/fuzz_*.c; needs clang and libclang-rt-14-dev, see
+# tools/install-deps). The engine, kernels and cli (minus main.c) are rebuilt with clang and
+# -fsanitize=fuzzer-no-link,address,undefined into build/fuzz/ (of cli/, the sources the targets
+# fuzz: main.c has main(), and the rest is not needed).
+#   make fuzz-build                 build build/fuzz/fuzz_{gguf,jsonl,json_span,tok}
+#   make fuzz [FUZZ_TIME=300]       run each target FUZZ_TIME seconds (make -j2 fuzz: two at once);
+#                                   the corpus grows in build/fuzz/corpus/NAME, crashes land in
+#                                   build/fuzz/crash-NAME-*; FUZZ_ARGS adds libFuzzer flags
+#   make fuzz-smoke                 tests/test_fuzz_smoke.sh: 10 s each (also part of make test)
+FUZZ_CC     ?= clang
+FUZZ_TIME   ?= 300
+FUZZ_ARGS   ?=
+FUZZ        = build/fuzz
+FUZZ_SAN    = -fsanitize=address,undefined -fno-sanitize-recover=undefined
+FUZZ_CFLAGS = -O1 -g -fno-omit-frame-pointer $(FUZZ_SAN)
+FUZZ_LIBSRC = $(ENGINE_SRC) $(KERNEL_SRC) cli/input.c cli/json_span.c
+FUZZ_LIBOBJ = $(patsubst %.c,$(FUZZ)/obj/%.o,$(FUZZ_LIBSRC))
+FUZZ_NAMES  = $(patsubst tests/fuzz/fuzz_%.c,%,$(wildcard tests/fuzz/fuzz_*.c))
+FUZZ_BIN    = $(patsubst %,$(FUZZ)/fuzz_%,$(FUZZ_NAMES))
+# the real-vocabulary fixture (make bench) is fuzzed too when it is there
+FUZZ_VOCAB  = $(wildcard build/bench/gemma4-vocab.gguf)
+
+$(FUZZ)/obj/%.o: %.c
+	@mkdir -p $(dir $@)
+	$(FUZZ_CC) $(filter-out -Werror,$(WARN)) $(FUZZ_CFLAGS) -fsanitize=fuzzer-no-link \
+	  $(call tier_flags,$<) $(CPPFLAGS) -Icli -MMD -MP -c -o $@ $<
+
+$(FUZZ)/libge.a: $(FUZZ_LIBOBJ)
+	rm -f $@
+	ar rcs $@ $^
+
+$(FUZZ)/fuzz_%: tests/fuzz/fuzz_%.c $(FUZZ)/libge.a
+	@mkdir -p $(dir $@)
+	$(FUZZ_CC) $(filter-out -Werror,$(WARN)) $(FUZZ_CFLAGS) -fsanitize=fuzzer $(CPPFLAGS) -Icli \
+	  -MMD -MP -o $@ $< $(FUZZ)/libge.a $(LDLIBS)
+
+fuzz-build: $(FUZZ_BIN)
+
+# seeds: the committed small ones, plus for the GGUF target the tiny model whole and its
+# header alone (generated here, not committed)
+$(FUZZ)/seeds/%: fuzz-build
+	@rm -rf $@ && mkdir -p $@
+	@cp tests/fuzz/corpus/$*/* $@/ 2>/dev/null || true
+	@if [ $* = gguf ]; then \
+	  cp testdata/tiny-q8_0.gguf $@/tiny-q8_0.gguf; \
+	  head -c 30300 testdata/tiny-f32.gguf >$@/tiny-f32-header.gguf; fi
+
+fuzz-run-%: $(FUZZ)/fuzz_% $(FUZZ)/seeds/%
+	@mkdir -p $(FUZZ)/corpus/$*
+	$(FUZZ)/fuzz_$* -max_total_time=$(FUZZ_TIME) -timeout=20 -rss_limit_mb=4096 \
+	  -print_final_stats=1 -artifact_prefix=$(FUZZ)/crash-$*- $(FUZZ_ARGS) \
+	  $(FUZZ)/corpus/$* $(FUZZ)/seeds/$*
+	@if [ -n "$(FUZZ_VOCAB)" ] && [ $* = tok ]; then mkdir -p $(FUZZ)/corpus/tok-real && \
+	  GE_FUZZ_MODEL=$(FUZZ_VOCAB) $(FUZZ)/fuzz_tok -max_total_time=$(FUZZ_TIME) -timeout=20 \
+	    -rss_limit_mb=4096 -print_final_stats=1 -artifact_prefix=$(FUZZ)/crash-tok-real- \
+	    $(FUZZ_ARGS) $(FUZZ)/corpus/tok-real $(FUZZ)/seeds/tok; fi
+
+fuzz: $(patsubst %,fuzz-run-%,$(FUZZ_NAMES))
+
+fuzz-smoke:
+	bash tests/test_fuzz_smoke.sh
+
+.PHONY: fuzz fuzz-build fuzz-smoke

@@ -14,15 +14,26 @@
 
 /* ---- small blocks ------------------------------------------------------------------------ */
 
-/* y = x / sqrt(mean(x^2) + eps) * w  (w NULL: no weight); in place allowed */
+/* y = x / sqrt(mean(x^2) + eps) * w  (w NULL: no weight); in place allowed. The mean is
+ * accumulated in fp32, as the reference model does, in eight interleaved partial sums (a
+ * fixed order the compiler can keep in vector lanes). */
 static void rmsnorm(float *y, const float *x, const float *w, int n, float eps)
 {
-    double ss = 0.0;
-    for (int i = 0; i < n; i++)
-        ss += (double)x[i] * x[i];
-    float inv = (float)(1.0 / sqrt(ss / n + eps));
-    for (int i = 0; i < n; i++)
-        y[i] = x[i] * inv * (w ? w[i] : 1.0f);
+    float s[8] = {0};
+    int i = 0;
+    for (; i + 8 <= n; i += 8)
+        for (int k = 0; k < 8; k++)
+            s[k] += x[i + k] * x[i + k];
+    for (; i < n; i++)
+        s[i & 7] += x[i] * x[i];
+    const float ss = ((s[0] + s[4]) + (s[1] + s[5])) + ((s[2] + s[6]) + (s[3] + s[7]));
+    const float inv = 1.0f / sqrtf(ss / (float)n + eps);
+    if (w)
+        for (i = 0; i < n; i++)
+            y[i] = x[i] * inv * w[i];
+    else
+        for (i = 0; i < n; i++)
+            y[i] = x[i] * inv;
 }
 
 /* NEOX rotate-half RoPE over a head of d values with the angle table of its position. */

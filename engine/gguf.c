@@ -211,6 +211,9 @@ static ge_status parse(ge_gguf *g, ge_err *err)
         if (name.len == 0 || name.len >= sizeof t->name)
             return ge_fail(err, GE_E_FORMAT, "%s: tensor %llu: name length %llu out of range",
                            g->path, (unsigned long long)i, (unsigned long long)name.len);
+        if (memchr(name.ptr, 0, name.len)) /* the copy is looked up as a C string */
+            return ge_fail(err, GE_E_FORMAT, "%s: tensor %llu: name contains a NUL byte",
+                           g->path, (unsigned long long)i);
         memcpy(t->name, name.ptr, name.len);
         t->name[name.len] = 0;
         if ((st = rd(&c, &t->n_dims, 4, t->name)))
