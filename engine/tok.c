@@ -574,20 +574,6 @@ void ge_tok_free(ge_tok *t)
 
 /* ---- encoding ----------------------------------------------------------------------------- */
 
-static ge_status push(ge_tokens *out, int32_t id)
-{
-    if (out->n == out->cap) {
-        size_t cap = out->cap ? 2 * out->cap : 64;
-        int32_t *ids = realloc(out->ids, cap * sizeof *ids);
-        if (!ids)
-            return GE_E_NOMEM;
-        out->ids = ids;
-        out->cap = cap;
-    }
-    out->ids[out->n++] = id;
-    return GE_OK;
-}
-
 static ge_status reserve(ge_tokens *out, size_t more)
 {
     if (out->cap - out->n >= more)
@@ -601,6 +587,14 @@ static ge_status reserve(ge_tokens *out, size_t more)
     out->ids = ids;
     out->cap = cap;
     return GE_OK;
+}
+
+static ge_status push(ge_tokens *out, int32_t id)
+{
+    ge_status st = reserve(out, 1);
+    if (!st)
+        out->ids[out->n++] = id;
+    return st;
 }
 
 /* -- the heap BPE, for long words -- */
