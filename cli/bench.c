@@ -9,7 +9,7 @@
 #include "bench.h"
 #include "input.h"
 
-static double now(void)
+double ge_bench_now(void)
 {
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
@@ -127,7 +127,7 @@ int ge_bench_run(const ge_opts *o, ge_model *m, double t_start)
         free(vec);
         return 1;
     }
-    double ttfv = now() - t_start;
+    double ttfv = ge_bench_now() - t_start;
     ge_tokens_free(&first);
 
     bool ok = true;
@@ -167,14 +167,14 @@ int ge_bench_run(const ge_opts *o, ge_model *m, double t_start)
             return 1;
         for (int r = 0; r < reps; r++) {
             ge_model_stats_reset(m);
-            double t0 = now();
+            double t0 = ge_bench_now();
             if (ge_embed_batch(m, (const int32_t *const *)c->ids, c->lens, (size_t)c->n_seq,
                                out, &err)) {
                 fprintf(stderr, "gemmaembed: --bench: %s\n", err.msg);
                 free(out);
                 return 1;
             }
-            double dt = now() - t0, tps = (double)c->tokens / dt;
+            double dt = ge_bench_now() - t0, tps = (double)c->tokens / dt;
             sum += tps, sum2 += tps * tps, secs += dt;
             ge_stats s;
             ge_model_stats(m, &s);

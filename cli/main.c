@@ -272,13 +272,6 @@ static bool one_record(run *R, const ge_rec *r)
     return true;
 }
 
-static double now_s(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
-
 /* The progress line on stderr, at most every 0.5 s (final: the last one and a newline). It
  * overwrites itself with '\r' and blanks the rest of the previous line with spaces, so it
  * needs no terminal escape codes. */
@@ -286,7 +279,7 @@ static void progress(run *R, bool final)
 {
     if (!R->progress)
         return;
-    double t = now_s();
+    double t = ge_bench_now();
     if (!final && t - R->p_last < 0.5)
         return;
     R->p_last = t;
@@ -440,7 +433,7 @@ static int print_config(const ge_opts *o)
 
 int main(int argc, char **argv)
 {
-    const double t_start = now_s();
+    const double t_start = ge_bench_now();
     ge_opts o;
     char msg[600];
     ge_err err = {0};
@@ -524,7 +517,7 @@ int main(int argc, char **argv)
     ge_in *in = ge_in_create(o.files, o.nfiles, o.input);
     R.in = in;
     R.progress = o.progress || (!o.quiet && isatty(STDERR_FILENO));
-    R.p_t0 = R.p_last = now_s();
+    R.p_t0 = R.p_last = ge_bench_now();
 
     /* SIGINT/SIGTERM stop the run cleanly; a closed output pipe is seen as EPIPE on write */
     struct sigaction sa;
