@@ -121,12 +121,13 @@ struct ge_pool {
     pthread_mutex_t mu;
     pthread_cond_t wake, done;
     bool stop;
-    /* the current call */
-    _Atomic uint64_t gen;
+    /* the current call: generation << 16 | number of workers taking part. One word, so a
+     * worker that wakes late never pairs a new call's worker count with an old generation
+     * (that mismatch let a worker count itself out twice and hang or cut a call short). */
+    _Atomic uint64_t call;
     ge_task_fn fn;
     void *ctx;
     int64_t n_tasks;
-    int active;             /* workers taking part in this call */
     _Atomic int64_t next;   /* next unclaimed task */
     _Atomic int pending;    /* helper workers still working on this call */
 };
@@ -155,21 +156,22 @@ static void *worker_main(void *v)
     uint64_t seen = 0;
     for (;;) {
         /* spin a little: waves come back to back, and a futex sleep costs microseconds */
-        uint64_t g;
+        uint64_t c;
         int spins = 0;
-        while ((g = atomic_load_explicit(&p->gen, memory_order_acquire)) == seen &&
+        while ((c = atomic_load_explicit(&p->call, memory_order_acquire)) >> 16 == seen >> 16 &&
                spins++ < 2000)
             sched_yield();
-        if (g == seen) {
+        if (c >> 16 == seen >> 16) {
             pthread_mutex_lock(&p->mu);
-            while (!p->stop && (g = atomic_load(&p->gen)) == seen)
+            while (!p->stop && (c = atomic_load(&p->call)) >> 16 == seen >> 16)
                 pthread_cond_wait(&p->wake, &p->mu);
             pthread_mutex_unlock(&p->mu);
         }
         if (p->stop)
             return NULL;
-        seen = g;
-        if (id < p->active) {
+        seen = c;
+        /* a worker counted in this call is waited for, so the call's fields stay valid */
+        if (id < (int)(c & 0xffff)) {
             drain(p, id);
             if (atomic_fetch_sub_explicit(&p->pending, 1, memory_order_acq_rel) == 1) {
                 pthread_mutex_lock(&p->mu);
@@ -186,6 +188,8 @@ ge_status ge_pool_create(ge_pool **out, int n_threads, const ge_topo *topo, bool
     *out = NULL;
     if (n_threads <= 0)
         n_threads = topo && topo->n ? topo->n : 1;
+    if (n_threads > 4096) /* the worker count shares a word with the call generation */
+        return ge_fail(err, GE_E_LIMIT, "%d threads asked for; at most 4096", n_threads);
     ge_pool *p = calloc(1, sizeof *p);
     if (!p || !(p->threads = calloc((size_t)n_threads, sizeof *p->threads))) {
         free(p);
@@ -230,7 +234,7 @@ void ge_pool_free(ge_pool *p)
         return;
     pthread_mutex_lock(&p->mu);
     p->stop = true;
-    atomic_fetch_add(&p->gen, 1);
+    atomic_fetch_add(&p->call, 1 << 16);
     pthread_cond_broadcast(&p->wake);
     pthread_mutex_unlock(&p->mu);
     for (int i = 1; i < p->n; i++)
@@ -261,11 +265,11 @@ void ge_pool_run(ge_pool *p, int64_t n_tasks, int max_threads, ge_task_fn fn, vo
     p->fn = fn;
     p->ctx = ctx;
     p->n_tasks = n_tasks;
-    p->active = active;
     atomic_store(&p->next, 0);
     atomic_store(&p->pending, active - 1);
     pthread_mutex_lock(&p->mu);
-    atomic_fetch_add_explicit(&p->gen, 1, memory_order_release);
+    uint64_t gen = (atomic_load(&p->call) >> 16) + 1;
+    atomic_store_explicit(&p->call, gen << 16 | (uint64_t)active, memory_order_release);
     pthread_cond_broadcast(&p->wake);
     pthread_mutex_unlock(&p->mu);
     drain(p, 0);

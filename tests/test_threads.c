@@ -141,6 +141,20 @@ int main(int argc, char **argv)
         bad += j->sum != m * (m - 1) / 2;
     }
     check(bad == 0, "5000 back-to-back small calls", "%d wrong", bad);
+    ge_pool_free(p);
+
+    /* more workers than cores and a different cap on every call: workers wake late, after
+     * the call they were woken for has ended (this once hung one run in seven) */
+    if (!check(ge_pool_create(&p, 8, NULL, false, &err) == GE_OK, "pool of 8", "%s", err.msg))
+        return check_done();
+    bad = 0;
+    for (int r = 0; r < 20000; r++) {
+        memset(j, 0, sizeof *j);
+        int64_t m = 1 + r % 11;
+        ge_pool_run(p, m, 1 + (r * 7) % 8, task, j);
+        bad += j->sum != m * (m - 1) / 2;
+    }
+    check(bad == 0, "20000 calls with a changing thread cap", "%d wrong", bad);
     free(j);
     ge_pool_free(p);
     return check_done();
