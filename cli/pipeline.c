@@ -1,0 +1,694 @@
+/* pipeline.c - the stages of pipeline.h around one ring of records in flight.
+ *
+ * A record's slot is ring[seq % cap], seq being its position in this run. It moves
+ *   EMPTY --reader--> READ --worker--> READY --tower--> DONE --writer--> EMPTY
+ * and the counters n_read >= n_claimed (workers) >= n_packed (tower) >= n_written say where
+ * each stage is. A stage owns the slots between its counter and the previous stage's, so it
+ * works on them without the lock; the lock guards the counters, the states and the waits.
+ * Error records (bad JSON, too long, ...) travel the same way and are written in place. */
+#include "pipeline.h"
+
+#include <errno.h>
+#include <math.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "bench.h"
+#include "msg.h"
+
+enum { SLOT_EMPTY, SLOT_READ, SLOT_READY, SLOT_DONE };
+
+/* Records in flight and their byte budget: the reader waits when either is reached. */
+#define RING_RECORDS 4096
+#define RING_BYTES ((size_t)256 << 20)
+/* A tower window: at most this many records, or WINDOW_WAVES waves' worth of tokens. */
+#define WINDOW_RECORDS 1024
+#define WINDOW_WAVES 4
+/* With fewer records ready than a window, the tower starts anyway once nothing new has been
+ * ready for IDLE_NS, or the first of them has waited WAIT_MAX seconds (a slow producer must
+ * not wait for a full window). */
+#define IDLE_NS 2000000L
+#define WAIT_MAX 0.02
+
+typedef struct {
+    int state;
+    unsigned long long index; /* input records consumed through this one (checkpoints) */
+    size_t bytes;             /* charged to the byte budget until written */
+    char *id;                 /* raw id bytes */
+    size_t id_len;
+    char *where;              /* "source:line" */
+    const char *err_code;     /* static; NULL for a record to embed */
+    char *err_msg;
+    char *text, *prefix;      /* until tokenized; prefix NULL = the global one */
+    size_t text_len;
+    int32_t *tokens;
+    size_t n_tokens, orig_tokens;
+    bool truncated;
+    float *vec;               /* [model_dim] once embedded */
+} slot;
+
+typedef struct {
+    const ge_pipe_cfg *c;
+    const ge_opts *o;
+    int model_dim;
+    size_t max_tokens, wave_cap;
+
+    pthread_mutex_t mu;
+    pthread_cond_t cv_space, cv_read, cv_ready, cv_done;
+    slot ring[RING_RECORDS];
+    unsigned long long n_read, n_claimed, n_packed, n_written;
+    size_t bytes;
+    bool eof;                 /* the reader is finished: no record after n_read */
+    bool tower_done;          /* the tower thread is finished: no record after n_packed */
+    atomic_bool abort;        /* a write error or --max-errors: stop everything */
+    pthread_t reader;
+    int status;               /* 0 or 4, under mu */
+
+    /* writer-owned */
+    ge_pipe_result res;
+    unsigned long long last_index; /* input records consumed through the last one written */
+    double p_t0, p_last;
+    size_t p_len;
+    unsigned long long p_bytes0;
+    /* reader's input position, for the writer's progress line */
+    _Atomic unsigned long long pos_done, pos_total;
+} pipe_t;
+
+static slot *at(pipe_t *P, unsigned long long seq) { return &P->ring[seq % RING_RECORDS]; }
+
+static void slot_free(slot *s)
+{
+    free(s->id), free(s->where), free(s->err_msg), free(s->text), free(s->prefix);
+    free(s->tokens), free(s->vec);
+    memset(s, 0, sizeof *s);
+}
+
+static char *dup_mem(const char *s, size_t n)
+{
+    char *d = malloc(n + 1);
+    if (d) {
+        memcpy(d, s, n);
+        d[n] = 0;
+    }
+    return d;
+}
+
+static bool set_error(slot *s, const char *code, const char *msg)
+{
+    free(s->err_msg);
+    s->err_code = code;
+    s->err_msg = dup_mem(msg, strlen(msg));
+    return s->err_msg != NULL;
+}
+
+/* Stop every stage early (the records in flight are dropped), waking the reader from a
+ * blocked read. */
+static void abort_run(pipe_t *P)
+{
+    atomic_store(&P->abort, true);
+    pthread_mutex_lock(&P->mu);
+    pthread_cond_broadcast(&P->cv_space);
+    pthread_cond_broadcast(&P->cv_read);
+    pthread_cond_broadcast(&P->cv_ready);
+    pthread_cond_broadcast(&P->cv_done);
+    pthread_mutex_unlock(&P->mu);
+    if (P->c->wake_signal)
+        pthread_kill(P->reader, P->c->wake_signal);
+}
+
+static bool stopping(const pipe_t *P) { return *P->c->stop || atomic_load(&P->abort); }
+
+static void fail_io(pipe_t *P)
+{
+    pthread_mutex_lock(&P->mu);
+    P->status = 4;
+    pthread_mutex_unlock(&P->mu);
+    abort_run(P);
+}
+
+static void deadline_in(struct timespec *ts, long ns)
+{
+    clock_gettime(CLOCK_MONOTONIC, ts);
+    ts->tv_nsec += ns;
+    ts->tv_sec += ts->tv_nsec / 1000000000L;
+    ts->tv_nsec %= 1000000000L;
+}
+
+/* ---- reader ---------------------------------------------------------------------------- */
+
+/* A slot for what the input gave: copies, since the record's memory is reused. */
+static bool fill(slot *s, const ge_rec *r, unsigned long long index)
+{
+    char where[600];
+    memset(s, 0, sizeof *s);
+    snprintf(where, sizeof where, "%s:%llu", r->source, r->line);
+    s->index = index;
+    s->id = dup_mem(r->id, r->id_len);
+    s->id_len = r->id_len;
+    s->where = dup_mem(where, strlen(where));
+    bool ok = s->id && s->where;
+    if (r->err_code) {
+        ok = ok && set_error(s, r->err_code, r->err_msg);
+    } else {
+        s->text = dup_mem(r->text, r->text_len);
+        s->text_len = r->text_len;
+        ok = ok && s->text;
+        if (r->prefix)
+            ok = ok && (s->prefix = dup_mem(r->prefix, strlen(r->prefix)));
+    }
+    /* text, then about as many token ids, the vector and the bookkeeping */
+    s->bytes = r->id_len + 5 * r->text_len + (size_t)600 + sizeof(float) * 1024;
+    if (!ok)
+        slot_free(s);
+    return ok;
+}
+
+/* Put s into the ring, waiting for room. false when the run is aborted. */
+static bool push(pipe_t *P, slot *s)
+{
+    pthread_mutex_lock(&P->mu);
+    while (!atomic_load(&P->abort) &&
+           (P->n_read - P->n_written >= RING_RECORDS ||
+            (P->bytes + s->bytes > RING_BYTES && P->n_read > P->n_written)))
+        pthread_cond_wait(&P->cv_space, &P->mu);
+    bool ok = !atomic_load(&P->abort);
+    if (ok) {
+        s->state = SLOT_READ;
+        *at(P, P->n_read) = *s;
+        P->n_read++;
+        P->bytes += s->bytes;
+        pthread_cond_signal(&P->cv_read);
+    }
+    pthread_mutex_unlock(&P->mu);
+    if (!ok)
+        slot_free(s);
+    return ok;
+}
+
+/* The reader loop on the calling thread. Returns the input records consumed. */
+static unsigned long long read_all(pipe_t *P)
+{
+    const ge_opts *o = P->o;
+    ge_in *in = P->c->in;
+    ge_err err = {0};
+    ge_rec rec;
+    unsigned long long index = 0, k, total, done;
+    if (P->c->skip) {
+        if (ge_in_skip(in, P->c->skip, &k, &err) < 0) {
+            ge_say("%s", err.msg);
+            fail_io(P);
+            return 0;
+        }
+        index = k;
+    }
+    ge_in_position(in, &done, &total);
+    P->p_bytes0 = done;
+    atomic_store(&P->pos_total, total);
+    while (!stopping(P)) {
+        int got = 1;
+        if (o->shard_n > 1) { /* skip to the next record of this shard */
+            unsigned long long want = (o->shard_i + o->shard_n - index % o->shard_n) %
+                                      o->shard_n;
+            k = 0;
+            if (want && ge_in_skip(in, want, &k, &err) < 0)
+                got = -1;
+            index += k;
+        }
+        if (got > 0)
+            got = ge_in_next(in, &rec, &err);
+        if (got < 0 && stopping(P))
+            break; /* the read was interrupted by the signal */
+        if (got < 0) {
+            ge_say("%s", err.msg); /* write what was read, then stop */
+            pthread_mutex_lock(&P->mu);
+            P->status = 4;
+            pthread_mutex_unlock(&P->mu);
+            break;
+        }
+        if (got == 0)
+            break;
+        index++;
+        ge_in_position(in, &done, &total);
+        atomic_store(&P->pos_done, done);
+        slot s;
+        if (!fill(&s, &rec, index)) {
+            ge_say("out of memory");
+            fail_io(P);
+            break;
+        }
+        if (!push(P, &s))
+            break;
+    }
+    return index;
+}
+
+/* ---- decode / tokenize workers ------------------------------------------------------------ */
+
+/* Tokenize one text record (or turn it into an error record). */
+static void tokenize(pipe_t *P, slot *s, ge_tokens *toks)
+{
+    const ge_opts *o = P->o;
+    ge_err e = {0};
+    char msg[sizeof e.msg + 700];
+    const char *prefix = s->prefix ? s->prefix : P->c->prefix;
+    if (prefix && !*prefix)
+        prefix = NULL;
+    toks->n = 0;
+    ge_status st = ge_tokenize(P->c->model, prefix, s->text, s->text_len, toks, &e);
+    free(s->text), free(s->prefix);
+    s->text = s->prefix = NULL;
+    bool ok = true;
+    if (st) {
+        snprintf(msg, sizeof msg, "%s: %s", s->where, e.msg);
+        ok = set_error(s, ge_status_name(st), msg);
+    } else {
+        size_t n = toks->n;
+        /* --tokenize shows the whole sequence unless --truncate asks for what would be
+         * embedded */
+        if (n > P->max_tokens && (o->truncate || !o->tokenize)) {
+            if (o->truncate) {
+                ge_tokens_truncate(P->c->model, toks, P->max_tokens);
+                s->truncated = true;
+            } else {
+                snprintf(msg, sizeof msg, "%s: too long: %zu tokens, the limit is %zu "
+                         "(see --truncate)", s->where, n, P->max_tokens);
+                ok = set_error(s, "too_long", msg);
+            }
+        }
+        s->orig_tokens = n;
+        if (!s->err_code) {
+            s->n_tokens = toks->n;
+            s->tokens = malloc(toks->n * sizeof *s->tokens);
+            if (s->tokens)
+                memcpy(s->tokens, toks->ids, toks->n * sizeof *s->tokens);
+            ok = s->tokens != NULL;
+        }
+    }
+    if (!ok) { /* keep the record: as an error record with a static message */
+        free(s->err_msg);
+        s->err_msg = NULL;
+        s->err_code = "out_of_memory";
+    }
+}
+
+static void *worker_main(void *v)
+{
+    pipe_t *P = v;
+    ge_tokens toks = {0};
+    enum { CLAIM = 8 }; /* records per lock round trip */
+    for (;;) {
+        pthread_mutex_lock(&P->mu);
+        while (!stopping(P) && P->n_claimed == P->n_read && !P->eof)
+            pthread_cond_wait(&P->cv_read, &P->mu);
+        if (stopping(P) || P->n_claimed == P->n_read) {
+            pthread_mutex_unlock(&P->mu);
+            break;
+        }
+        unsigned long long first = P->n_claimed, n = P->n_read - first;
+        if (n > CLAIM)
+            n = CLAIM;
+        P->n_claimed += n;
+        pthread_mutex_unlock(&P->mu);
+        for (unsigned long long q = first; q < first + n; q++)
+            if (!at(P, q)->err_code)
+                tokenize(P, at(P, q), &toks);
+        pthread_mutex_lock(&P->mu);
+        for (unsigned long long q = first; q < first + n; q++)
+            at(P, q)->state = SLOT_READY;
+        pthread_cond_signal(&P->cv_ready);
+        pthread_mutex_unlock(&P->mu);
+    }
+    ge_tokens_free(&toks);
+    return NULL;
+}
+
+/* ---- tower ------------------------------------------------------------------------------ */
+
+typedef struct {
+    size_t len;
+    unsigned long long seq;
+} job;
+
+static int longest_first(const void *a, const void *b)
+{
+    const job *x = a, *y = b;
+    if (x->len != y->len)
+        return x->len > y->len ? -1 : 1;
+    return x->seq < y->seq ? -1 : x->seq > y->seq;
+}
+
+/* Embed the records of one wave (already checked to fit); a failed wave is redone record by
+ * record so that the error lands on the record that caused it. */
+static void embed_wave(pipe_t *P, const job *w, size_t n, const int32_t **ids, size_t *lens,
+                       float *vecs)
+{
+    ge_err e = {0};
+    char msg[sizeof e.msg + 700];
+    for (size_t i = 0; i < n; i++) {
+        ids[i] = at(P, w[i].seq)->tokens;
+        lens[i] = at(P, w[i].seq)->n_tokens;
+    }
+    ge_status est = ge_embed_batch(P->c->model, ids, lens, n, vecs, &e);
+    for (size_t i = 0; i < n; i++) {
+        slot *s = at(P, w[i].seq);
+        float *v = vecs + i * (size_t)P->model_dim;
+        ge_status st = est ? ge_embed(P->c->model, s->tokens, s->n_tokens, v, &e) : GE_OK;
+        for (int k = 0; !st && k < P->model_dim; k++)
+            if (!isfinite(v[k]))
+                st = ge_fail(&e, GE_E_INTERNAL, "the embedding has non-finite values");
+        if (!st && (s->vec = malloc((size_t)P->c->dim * sizeof *s->vec))) {
+            if (P->c->dim < P->model_dim)
+                ge_matryoshka(v, P->c->dim);
+            memcpy(s->vec, v, (size_t)P->c->dim * sizeof *s->vec);
+            continue;
+        }
+        if (!st)
+            st = ge_fail(&e, GE_E_NOMEM, "out of memory");
+        snprintf(msg, sizeof msg, "%s: %s", s->where, e.msg);
+        if (!set_error(s, ge_status_name(st), msg))
+            s->err_code = "out_of_memory";
+    }
+}
+
+/* Embed the text records among seq [first, first + n): longest first, packed into waves
+ * first-fit-decreasing; a record longer than a wave runs alone. */
+static bool embed_window(pipe_t *P, unsigned long long first, size_t n)
+{
+    job *jobs = malloc(n * sizeof *jobs);
+    size_t *fill_of = malloc(n * sizeof *fill_of), *bin_of = malloc(n * sizeof *bin_of);
+    const int32_t **ids = malloc(n * sizeof *ids);
+    size_t *lens = malloc(n * sizeof *lens);
+    float *vecs = malloc(n * (size_t)P->model_dim * sizeof *vecs);
+    job *wave = malloc(n * sizeof *wave);
+    bool ok = jobs && fill_of && bin_of && ids && lens && vecs && wave;
+    size_t m = 0, bins = 0;
+    for (size_t i = 0; ok && i < n; i++)
+        if (!at(P, first + i)->err_code)
+            jobs[m++] = (job){at(P, first + i)->n_tokens, first + i};
+    if (ok && m) {
+        qsort(jobs, m, sizeof *jobs, longest_first);
+        for (size_t i = 0; i < m; i++) {
+            size_t b = 0;
+            while (b < bins && fill_of[b] + jobs[i].len > P->wave_cap)
+                b++;
+            if (b == bins)
+                fill_of[bins++] = 0;
+            fill_of[b] += jobs[i].len;
+            bin_of[i] = b;
+        }
+        for (size_t b = 0; b < bins; b++) {
+            size_t k = 0;
+            for (size_t i = 0; i < m; i++)
+                if (bin_of[i] == b)
+                    wave[k++] = jobs[i];
+            embed_wave(P, wave, k, ids, lens, vecs);
+        }
+    }
+    free(jobs), free(fill_of), free(bin_of), free(ids), free(lens), free(vecs), free(wave);
+    return ok;
+}
+
+static void *tower_main(void *v)
+{
+    pipe_t *P = v;
+    const size_t window_tokens = WINDOW_WAVES * P->wave_cap;
+    unsigned long long scan = 0; /* slots before scan are READY (and at or after n_packed) */
+    size_t scan_tokens = 0;
+    double t_first = 0; /* when the first record of the next window was seen ready */
+    pthread_mutex_lock(&P->mu);
+    for (;;) {
+        while (scan < P->n_claimed && at(P, scan)->state == SLOT_READY) {
+            scan_tokens += at(P, scan)->n_tokens;
+            scan++;
+        }
+        size_t ready = (size_t)(scan - P->n_packed);
+        bool all_in = P->eof && scan == P->n_read;
+        /* a stop signal: finish the window in the tower, start no other (the records read
+         * but not embedded are left for --resume) */
+        if (stopping(P) || (all_in && !ready))
+            break;
+        if (!ready)
+            t_first = 0;
+        else if (t_first == 0)
+            t_first = ge_bench_now();
+        if (!ready || (ready < WINDOW_RECORDS && scan_tokens < window_tokens && !all_in &&
+                       ge_bench_now() - t_first < WAIT_MAX)) {
+            struct timespec ts;
+            deadline_in(&ts, IDLE_NS);
+            unsigned long long before = scan;
+            if (pthread_cond_timedwait(&P->cv_ready, &P->mu, &ts) != ETIMEDOUT || !ready)
+                continue;
+            /* timed out: go with what is ready unless more has become ready meanwhile */
+            while (scan < P->n_claimed && at(P, scan)->state == SLOT_READY) {
+                scan_tokens += at(P, scan)->n_tokens;
+                scan++;
+            }
+            if (scan != before)
+                continue;
+        }
+        unsigned long long first = P->n_packed;
+        size_t n = (size_t)(scan - first) < WINDOW_RECORDS ? (size_t)(scan - first)
+                                                            : WINDOW_RECORDS;
+        pthread_mutex_unlock(&P->mu);
+        bool ok = P->o->tokenize || embed_window(P, first, n);
+        pthread_mutex_lock(&P->mu);
+        if (!ok) {
+            pthread_mutex_unlock(&P->mu);
+            ge_say("out of memory");
+            fail_io(P);
+            pthread_mutex_lock(&P->mu);
+            break;
+        }
+        for (unsigned long long q = first; q < first + n; q++) {
+            at(P, q)->state = SLOT_DONE;
+            scan_tokens -= at(P, q)->n_tokens;
+        }
+        P->n_packed = first + n;
+        t_first = 0;
+        pthread_cond_signal(&P->cv_done);
+    }
+    P->tower_done = true;
+    pthread_cond_broadcast(&P->cv_done);
+    pthread_mutex_unlock(&P->mu);
+    return NULL;
+}
+
+/* ---- writer ------------------------------------------------------------------------------- */
+
+/* The progress line on stderr, at most every 0.5 s (final: the last one and a newline). It
+ * overwrites itself with '\r' and blanks the rest of the previous line with spaces, so it
+ * needs no terminal escape codes. */
+static void progress(pipe_t *P, bool final)
+{
+    if (!P->c->progress)
+        return;
+    double t = ge_bench_now();
+    if (!final && t - P->p_last < 0.5)
+        return;
+    P->p_last = t;
+    double dt = t - P->p_t0 > 1e-6 ? t - P->p_t0 : 1e-6;
+    unsigned long long done = atomic_load(&P->pos_done), total = atomic_load(&P->pos_total);
+    char line[200], eta[80] = "";
+    if (total && done <= total) {
+        int k = snprintf(eta, sizeof eta, ", %.1f%%", 100.0 * (double)done / (double)total);
+        double rate = (double)(done - (done > P->p_bytes0 ? P->p_bytes0 : done)) / dt;
+        if (!final && rate > 0) {
+            unsigned long long left = (unsigned long long)((double)(total - done) / rate + 0.5);
+            snprintf(eta + k, sizeof eta - (size_t)k, ", ETA %llu:%02llu:%02llu", left / 3600,
+                     left / 60 % 60, left % 60);
+        }
+    }
+    int n = snprintf(line, sizeof line, "%llu records, %.1f records/s, %.0f tokens/s%s",
+                     P->res.records, (double)P->res.records / dt, (double)P->res.tokens / dt,
+                     eta);
+    size_t len = n > 0 ? (size_t)n : 0;
+    fprintf(stderr, "\r%s%*s%s", line, P->p_len > len ? (int)(P->p_len - len) : 0, "",
+            final ? "\n" : "");
+    fflush(stderr);
+    P->p_len = final ? 0 : len;
+}
+
+/* Write one finished record. false on a write error (reported). */
+static bool write_one(pipe_t *P, slot *s, ge_err *err)
+{
+    const ge_opts *o = P->o;
+    ge_status st;
+    P->res.records++;
+    if (s->err_code) {
+        P->res.failed++;
+        st = ge_out_error(P->c->out, s->id, s->id_len, s->err_code,
+                          s->err_msg ? s->err_msg : "out of memory", err);
+    } else {
+        if (s->truncated && !o->quiet && P->c->binary) /* jsonl rows carry "truncated" */
+            ge_say("%s: truncated from %zu to %zu tokens", s->where, s->orig_tokens,
+                   s->n_tokens);
+        ge_row row = {.id = s->id, .id_len = s->id_len, .truncated = s->truncated,
+                      .orig_tokens = s->orig_tokens, .vec = s->vec};
+        if (o->tokenize)
+            row.tokens = s->tokens, row.n_tokens = s->n_tokens;
+        else
+            P->res.tokens += s->n_tokens;
+        st = ge_out_row(P->c->out, &row, err);
+    }
+    return st == GE_OK;
+}
+
+static void *writer_main(void *v)
+{
+    pipe_t *P = v;
+    const ge_opts *o = P->o;
+    ge_err err = {0};
+    unsigned long long checkpointed = P->c->skip, last_index = P->c->skip;
+    bool failed = false, stop = false;
+    pthread_mutex_lock(&P->mu);
+    for (;;) {
+        unsigned long long first = P->n_written, end = P->n_packed;
+        if (first == end) {
+            bool finished = P->tower_done || atomic_load(&P->abort);
+            pthread_mutex_unlock(&P->mu);
+            /* caught up: make what is written durable before waiting */
+            if (last_index != checkpointed) {
+                failed = ge_out_checkpoint(P->c->out, last_index, &err) != GE_OK;
+                checkpointed = last_index;
+            }
+            progress(P, false);
+            pthread_mutex_lock(&P->mu);
+            if (failed || (finished && P->n_written == P->n_packed))
+                break;
+            if (P->n_written == P->n_packed && !P->tower_done && !atomic_load(&P->abort)) {
+                struct timespec ts;
+                deadline_in(&ts, 500000000L);
+                pthread_cond_timedwait(&P->cv_done, &P->mu, &ts);
+            }
+            continue;
+        }
+        pthread_mutex_unlock(&P->mu);
+        unsigned long long q = first;
+        size_t freed = 0;
+        for (; q < end && !failed && !stop; q++) {
+            slot *s = at(P, q);
+            failed = !write_one(P, s, &err);
+            last_index = s->index;
+            stop = o->max_errors && P->res.failed >= o->max_errors;
+            freed += s->bytes;
+            slot_free(s);
+        }
+        pthread_mutex_lock(&P->mu);
+        P->n_written = q;
+        P->bytes -= freed;
+        pthread_cond_broadcast(&P->cv_space);
+        if (failed || stop)
+            break;
+    }
+    pthread_mutex_unlock(&P->mu);
+    if (stop && !failed && ge_out_checkpoint(P->c->out, last_index, &err))
+        failed = true;
+    P->last_index = last_index;
+    if (failed) {
+        if (!ge_out_epipe())
+            ge_say("%s", err.msg);
+        P->res.out_failed = true;
+        fail_io(P);
+    } else if (stop) {
+        P->res.max_errors_hit = true;
+        abort_run(P);
+    }
+    return NULL;
+}
+
+/* ---- the run ---------------------------------------------------------------------------- */
+
+int ge_pipeline_run(const ge_pipe_cfg *c, ge_pipe_result *res)
+{
+    memset(res, 0, sizeof *res);
+    pipe_t *P = calloc(1, sizeof *P);
+    if (!P) {
+        ge_say("out of memory");
+        return 4;
+    }
+    P->c = c;
+    P->o = c->o;
+    P->model_dim = ge_model_dim(c->model);
+    P->max_tokens = (size_t)ge_model_max_tokens(c->model);
+    long wave = c->o->cfg.v[GE_CFG_WAVE_TOKENS];
+    P->wave_cap = wave > 0 ? (size_t)wave : 1;
+    P->reader = pthread_self();
+    P->p_t0 = P->p_last = ge_bench_now();
+    pthread_mutex_init(&P->mu, NULL);
+    pthread_condattr_t ca;
+    pthread_condattr_init(&ca);
+    pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+    pthread_cond_init(&P->cv_space, &ca);
+    pthread_cond_init(&P->cv_read, &ca);
+    pthread_cond_init(&P->cv_ready, &ca);
+    pthread_cond_init(&P->cv_done, &ca);
+    pthread_condattr_destroy(&ca);
+
+    /* the stages' threads must not take the stop signals: those interrupt the reader */
+    sigset_t block, old;
+    sigemptyset(&block);
+    sigaddset(&block, SIGINT);
+    sigaddset(&block, SIGTERM);
+    if (c->wake_signal)
+        sigaddset(&block, c->wake_signal);
+    pthread_sigmask(SIG_BLOCK, &block, &old);
+    pthread_t worker, tower, writer;
+    int started = 0;
+    if (pthread_create(&worker, NULL, worker_main, P) == 0) {
+        started++;
+        if (pthread_create(&tower, NULL, tower_main, P) == 0) {
+            started++;
+            if (pthread_create(&writer, NULL, writer_main, P) == 0)
+                started++;
+        }
+    }
+    pthread_sigmask(SIG_SETMASK, &old, NULL);
+    unsigned long long index = 0;
+    if (started == 3) {
+        index = read_all(P);
+    } else {
+        ge_say("cannot start the pipeline's threads");
+        P->status = 4;
+        atomic_store(&P->abort, true);
+    }
+    pthread_mutex_lock(&P->mu);
+    P->eof = true;
+    pthread_cond_broadcast(&P->cv_read);
+    pthread_cond_broadcast(&P->cv_ready);
+    pthread_mutex_unlock(&P->mu);
+    if (started > 0)
+        pthread_join(worker, NULL);
+    if (started > 1)
+        pthread_join(tower, NULL);
+    if (started > 2)
+        pthread_join(writer, NULL);
+
+    /* everything read was written: the final checkpoint covers the records skipped after the
+     * last one of this shard too */
+    ge_err err = {0};
+    if (started == 3 && !atomic_load(&P->abort) && P->n_written == P->n_read &&
+        ge_out_checkpoint(c->out, index, &err)) {
+        if (!ge_out_epipe())
+            ge_say("%s", err.msg);
+        P->res.out_failed = true;
+        P->status = 4;
+    }
+    progress(P, true);
+    for (unsigned long long q = P->n_written; q < P->n_read; q++)
+        slot_free(at(P, q)); /* dropped by an abort */
+    *res = P->res;
+    /* after a stop or an abort the output ends at the last record written */
+    res->index = P->n_written == P->n_read && !atomic_load(&P->abort) ? index : P->last_index;
+    int status = P->status;
+    pthread_mutex_destroy(&P->mu);
+    pthread_cond_destroy(&P->cv_space);
+    pthread_cond_destroy(&P->cv_read);
+    pthread_cond_destroy(&P->cv_ready);
+    pthread_cond_destroy(&P->cv_done);
+    free(P);
+    return status;
+}

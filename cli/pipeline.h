@@ -1,0 +1,52 @@
+/* pipeline.h - the record stream of a run, as stages on their own threads:
+ *
+ *   reader (the calling thread: input, --shard, --resume skip)
+ *     -> decode/tokenize workers (text: prompt + tokenizer + length check; media decoders
+ *        plug in here)
+ *     -> tower thread (windows of consecutive records, texts sorted by length and packed
+ *        into waves, the engine's forward, Matryoshka)
+ *     -> writer thread (input order restored, error records, checkpoints, progress).
+ *
+ * Every input record yields exactly one output row or error record, in input order. Memory
+ * is bounded by the ring of records in flight (a record count and a byte budget), whatever
+ * the input size. The caller owns the model, the input and the output. */
+#ifndef GE_CLI_PIPELINE_H
+#define GE_CLI_PIPELINE_H
+
+#include <signal.h>
+#include <stdbool.h>
+
+#include "ge.h"
+#include "input.h"
+#include "opts.h"
+#include "output.h"
+
+typedef struct {
+    const ge_opts *o;
+    ge_model *model;
+    ge_in *in;
+    ge_out *out;
+    const char *prefix;      /* global prompt prefix, or NULL */
+    int dim;                 /* output width (Matryoshka) */
+    bool binary;             /* npy/f32/npz output: rows cannot carry notes */
+    bool progress;           /* draw the progress line on stderr */
+    unsigned long long skip; /* input records already done (--resume) */
+    volatile sig_atomic_t *stop; /* set by SIGINT/SIGTERM: stop reading, finish the rest */
+    int wake_signal;         /* sent to the reader thread to interrupt a blocked read when
+                                the run must end early (0: none) */
+} ge_pipe_cfg;
+
+typedef struct {
+    unsigned long long records;  /* records read (this shard) */
+    unsigned long long failed;   /* error records written */
+    unsigned long long index;    /* input records consumed (all shards), for messages */
+    unsigned long long tokens;   /* tokens of the embedded records */
+    bool out_failed;             /* a write error was reported already */
+    bool max_errors_hit;         /* stopped by --max-errors */
+} ge_pipe_result;
+
+/* Run the stream to its end (or a stop). Returns 0, or 4 after an input or output error
+ * (reported on stderr). */
+int ge_pipeline_run(const ge_pipe_cfg *c, ge_pipe_result *res);
+
+#endif
