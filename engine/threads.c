@@ -117,6 +117,9 @@ int ge_topo_allowed(int *cpus, int max)
 
 struct ge_pool {
     int n;
+    int caller_cpu;         /* CPU for the thread that calls ge_pool_run (-1: no pinning) */
+    pthread_t caller;       /* the last caller pinned there */
+    bool caller_pinned;
     pthread_t *threads;
     pthread_mutex_t mu;
     pthread_cond_t wake, done;
@@ -199,12 +202,9 @@ ge_status ge_pool_create(ge_pool **out, int n_threads, const ge_topo *topo, bool
     pthread_mutex_init(&p->mu, NULL);
     pthread_cond_init(&p->wake, NULL);
     pthread_cond_init(&p->done, NULL);
-    if (pin && topo && topo->n) {
-        cpu_set_t set;
-        CPU_ZERO(&set);
-        CPU_SET(topo->cpus[0], &set);
-        pthread_setaffinity_np(pthread_self(), sizeof set, &set);
-    }
+    /* the caller of ge_pool_run is worker 0: it is pinned when it calls, not here, so that
+     * the thread that creates the pool (and the threads it starts later) stay free */
+    p->caller_cpu = pin && topo && topo->n ? topo->cpus[0] : -1;
     for (int i = 1; i < n_threads; i++) {
         worker_arg *a = malloc(sizeof *a);
         if (a)
@@ -257,6 +257,15 @@ void ge_pool_run(ge_pool *p, int64_t n_tasks, int max_threads, ge_task_fn fn, vo
         active = max_threads;
     if ((int64_t)active > n_tasks)
         active = (int)n_tasks;
+    if (p && p->caller_cpu >= 0 &&
+        (!p->caller_pinned || !pthread_equal(p->caller, pthread_self()))) {
+        cpu_set_t set;
+        CPU_ZERO(&set);
+        CPU_SET(p->caller_cpu, &set);
+        pthread_setaffinity_np(pthread_self(), sizeof set, &set);
+        p->caller = pthread_self();
+        p->caller_pinned = true;
+    }
     if (active <= 1) {
         for (int64_t i = 0; i < n_tasks; i++)
             fn(ctx, i, 0);

@@ -34,7 +34,9 @@ typedef struct ge_pool ge_pool;
 typedef void (*ge_task_fn)(void *ctx, int64_t task, int worker);
 
 /* n_threads workers (caller included; 0 = one per allowed CPU). With pin, worker w is pinned
- * to topo->cpus[w] (hybrid CPUs only; elsewhere the pool is left to the scheduler). */
+ * to topo->cpus[w] (hybrid CPUs only; elsewhere the pool is left to the scheduler); worker 0
+ * is whichever thread calls ge_pool_run, pinned when it calls. One thread at a time may call
+ * ge_pool_run. */
 ge_status ge_pool_create(ge_pool **out, int n_threads, const ge_topo *topo, bool pin,
                          ge_err *err);
 void ge_pool_free(ge_pool *p); /* accepts NULL */

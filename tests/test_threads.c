@@ -1,5 +1,7 @@
 /* test_threads.c - CPU ordering on fake sysfs trees (hybrid, SMT, subsets, missing files) and
  * the worker pool (every task once, thread caps, many back-to-back calls). */
+#include <pthread.h>
+#include <sched.h>
 #include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
@@ -65,6 +67,23 @@ static void task(void *ctx, int64_t i, int worker)
     if (i < 64)
         atomic_fetch_add(&j->hits[i], 1);
     atomic_store(&j->worker_seen[worker], 1);
+}
+
+typedef struct {
+    ge_pool *p;
+    job *j;
+    int cpu;
+    bool pinned;
+} pin_arg;
+
+static void *call_pool(void *v)
+{
+    pin_arg *a = v;
+    ge_pool_run(a->p, 10, 0, task, a->j);
+    cpu_set_t set;
+    sched_getaffinity(0, sizeof set, &set);
+    a->pinned = CPU_COUNT(&set) == 1 && CPU_ISSET(a->cpu, &set);
+    return NULL;
 }
 
 int main(int argc, char **argv)
@@ -155,7 +174,24 @@ int main(int argc, char **argv)
         bad += j->sum != m * (m - 1) / 2;
     }
     check(bad == 0, "20000 calls with a changing thread cap", "%d wrong", bad);
-    free(j);
     ge_pool_free(p);
+
+    /* pinning (hybrid CPUs): the creating thread keeps its CPUs, the caller is pinned */
+    cpu_set_t before, after;
+    sched_getaffinity(0, sizeof before, &before);
+    ge_topo_read("/sys", cpus, n, &t, &err);
+    if (check(ge_pool_create(&p, 2, &t, true, &err) == GE_OK, "pinned pool", "%s", err.msg)) {
+        sched_getaffinity(0, sizeof after, &after);
+        check(CPU_EQUAL(&before, &after), "creating a pinned pool leaves the creator free",
+              "%d CPUs now", CPU_COUNT(&after));
+        pthread_t caller;
+        pin_arg pa = {p, j, t.cpus[0], false};
+        pthread_create(&caller, NULL, call_pool, &pa);
+        pthread_join(caller, NULL);
+        check(pa.pinned, "the thread that runs the pool is pinned to the first CPU", "cpu %d",
+              t.cpus[0]);
+        ge_pool_free(p);
+    }
+    free(j);
     return check_done();
 }
