@@ -39,10 +39,19 @@ struct ge_in {
     int npaths, next;   /* next = index of the next path to open */
     ge_in_kind forced;  /* --input, or GE_IN_AUTO */
 
-    gzFile gz;          /* current input, NULL between inputs */
+    /* the current input: read(2) as bytes come, so that a pipe's reader sees each line as
+     * soon as it is written (gzread waits for a full buffer); inflated when it starts with
+     * the gzip magic, member after member as gzip -d does */
+    int fd;             /* -1 between inputs */
     const char *source; /* its name for messages */
     ge_in_kind kind;    /* its format */
-    bool eof;           /* gzread hit the end of the current input */
+    bool eof;           /* the end of the current input's (decompressed) bytes */
+    bool gzip, fd_eof, member_end;
+    z_stream zs;
+    unsigned char *zbuf; /* compressed bytes for inflate */
+    unsigned char head[2]; /* the first bytes, read to look for the gzip magic */
+    size_t head_len;
+    unsigned long long raw_bytes; /* bytes read from fd */
 
     char *buf;          /* read buffer: unconsumed bytes are buf[start..end) */
     size_t cap, start, end;
@@ -86,6 +95,7 @@ ge_in *ge_in_create(char **paths, int n, ge_in_kind kind)
     in->paths = n > 0 ? paths : dash;
     in->npaths = n > 0 ? n : 1;
     in->forced = kind;
+    in->fd = -1;
     for (int i = 0; i < in->npaths; i++) {
         struct stat st;
         const char *p = in->paths[i];
@@ -102,12 +112,11 @@ ge_in *ge_in_create(char **paths, int n, ge_in_kind kind)
 void ge_in_position(const ge_in *in, unsigned long long *done, unsigned long long *total)
 {
     unsigned long long d = in->closed_bytes;
-    if (in->gz) {
+    if (in->fd >= 0) {
         /* a plain file: the bytes handed out as lines; gzip: compressed bytes read */
-        z_off_t off = gzdirect(in->gz) ? gztell(in->gz) : gzoffset(in->gz);
-        size_t pending = gzdirect(in->gz) ? in->end - in->start : 0;
-        if (off > 0 && (unsigned long long)off >= pending)
-            d += (unsigned long long)off - pending;
+        size_t pending = in->gzip ? 0 : in->end - in->start;
+        if (in->raw_bytes >= pending)
+            d += in->raw_bytes - pending;
     }
     *done = d;
     *total = in->total_bytes;
@@ -115,11 +124,13 @@ void ge_in_position(const ge_in *in, unsigned long long *done, unsigned long lon
 
 static void close_input(ge_in *in)
 {
-    if (in->gz) {
-        gzclose(in->gz);
+    if (in->fd >= 0) {
+        close(in->fd);
         in->closed_bytes += in->cur_size;
+        if (in->gzip)
+            inflateEnd(&in->zs);
     }
-    in->gz = NULL;
+    in->fd = -1;
 }
 
 void ge_in_free(ge_in *in)
@@ -133,20 +144,93 @@ void ge_in_free(ge_in *in)
     free(in->idjson);
     free(in->buf);
     free(in->line);
+    free(in->zbuf);
     free(in);
 }
 
 /* ---- reading ---------------------------------------------------------------------------- */
 
-static ge_status read_error(ge_in *in, ge_err *err)
+static int read_error(ge_in *in, const char *why, ge_err *err)
 {
-    int zerr = Z_OK;
-    const char *zmsg = gzerror(in->gz, &zerr);
-    if (zerr == Z_ERRNO)
-        zmsg = strerror(errno);
-    else if (strncmp(zmsg, "<fd:", 4) == 0 && strstr(zmsg, ": "))
-        zmsg = strstr(zmsg, ": ") + 2; /* zlib names the stream by its fd; we have a path */
-    return ge_fail(err, GE_E_IO, "%s: read error: %s", in->source, zmsg);
+    ge_fail(err, GE_E_IO, "%s: read error: %s", in->source, why);
+    return -1;
+}
+
+/* read(2) into dst: the bytes, 0 at the end, -1 on an error (EINTR included: a signal asks
+ * the reader to stop). */
+static ssize_t read_fd(ge_in *in, void *dst, size_t want, ge_err *err)
+{
+    ssize_t n = read(in->fd, dst, want);
+    if (n < 0)
+        return read_error(in, strerror(errno), err);
+    in->raw_bytes += (unsigned long long)n;
+    return n;
+}
+
+#define ZBUF ((size_t)128 << 10)
+
+/* Start reading the input just opened: look for the gzip magic in its first two bytes. */
+static int start_input(ge_in *in, ge_err *err)
+{
+    in->head_len = 0;
+    in->gzip = in->fd_eof = in->member_end = false;
+    while (in->head_len < 2) {
+        ssize_t n = read_fd(in, in->head + in->head_len, 2 - in->head_len, err);
+        if (n < 0)
+            return -1;
+        if (n == 0)
+            break;
+        in->head_len += (size_t)n;
+    }
+    if (in->head_len < 2 || in->head[0] != 0x1f || in->head[1] != 0x8b)
+        return 0;
+    if (!in->zbuf && !(in->zbuf = malloc(ZBUF)))
+        return ge_fail(err, GE_E_NOMEM, "%s: out of memory", in->source), -1;
+    memset(&in->zs, 0, sizeof in->zs);
+    if (inflateInit2(&in->zs, 16 + MAX_WBITS) != Z_OK)
+        return ge_fail(err, GE_E_NOMEM, "%s: cannot start zlib", in->source), -1;
+    in->gzip = true;
+    memcpy(in->zbuf, in->head, 2);
+    in->zs.next_in = in->zbuf;
+    in->zs.avail_in = 2;
+    in->head_len = 0;
+    return 0;
+}
+
+/* Up to want decompressed bytes into dst: as soon as there are some, 0 at the end, -1 on an
+ * error. After a member, another one may follow; other trailing bytes are ignored (gzip -d
+ * warns about them, zlib's gzread ignores them too). */
+static ssize_t inflate_some(ge_in *in, unsigned char *dst, size_t want, ge_err *err)
+{
+    z_stream *z = &in->zs;
+    for (;;) {
+        if (z->avail_in == 0 && !in->fd_eof) {
+            ssize_t n = read_fd(in, in->zbuf, ZBUF, err);
+            if (n < 0)
+                return -1;
+            in->fd_eof = n == 0;
+            z->next_in = in->zbuf;
+            z->avail_in = (uInt)n;
+            continue;
+        }
+        if (in->member_end) {
+            if (z->avail_in == 0 || z->next_in[0] != 0x1f)
+                return 0;
+            inflateReset(z);
+            in->member_end = false;
+        }
+        if (z->avail_in == 0) /* the input ended inside a member */
+            return read_error(in, "unexpected end of file", err);
+        z->next_out = dst;
+        z->avail_out = (uInt)want;
+        int r = inflate(z, Z_NO_FLUSH);
+        if (r == Z_STREAM_END)
+            in->member_end = true;
+        else if (r != Z_OK && r != Z_BUF_ERROR)
+            return read_error(in, z->msg ? z->msg : "corrupt gzip data", err);
+        if (z->avail_out < want)
+            return (ssize_t)(want - z->avail_out);
+    }
 }
 
 /* Read more bytes after buf[end], growing or compacting the buffer as needed. Returns 1 when
@@ -176,19 +260,20 @@ static int refill(ge_in *in, ge_err *err)
     size_t want = in->cap - in->end;
     if (want > (1u << 30))
         want = 1u << 30;
-    int got = gzread(in->gz, in->buf + in->end, (unsigned)want);
-    if (got < 0) {
-        read_error(in, err);
-        return -1;
+    ssize_t got;
+    if (in->gzip) {
+        got = inflate_some(in, (unsigned char *)in->buf + in->end, want, err);
+    } else if (in->head_len) { /* the bytes read to look for the gzip magic */
+        got = (ssize_t)(in->head_len < want ? in->head_len : want);
+        memcpy(in->buf + in->end, in->head, (size_t)got);
+        memmove(in->head, in->head + got, in->head_len - (size_t)got);
+        in->head_len -= (size_t)got;
+    } else {
+        got = read_fd(in, in->buf + in->end, want, err);
     }
+    if (got < 0)
+        return -1;
     if (got == 0) {
-        /* zlib reports a truncated gzip stream at the end, not as a read error */
-        int zerr = Z_OK;
-        gzerror(in->gz, &zerr);
-        if (zerr != Z_OK && zerr != Z_STREAM_END) {
-            read_error(in, err);
-            return -1;
-        }
         in->eof = true;
         return 0;
     }
@@ -224,13 +309,11 @@ static int open_next(ge_in *in, ge_err *err)
     }
     in->cur_size = fstat(fd, &st) == 0 && S_ISREG(st.st_mode) ? (unsigned long long)st.st_size
                                                               : 0;
-    in->gz = gzdopen(fd, "rb");
-    if (!in->gz) {
-        close(fd);
-        return ge_fail(err, GE_E_NOMEM, "%s: cannot start zlib", in->source), -1;
-    }
-    gzbuffer(in->gz, 128u << 10);
+    in->fd = fd;
+    in->raw_bytes = 0;
     in->eof = false;
+    if (start_input(in, err) < 0)
+        return -1;
     in->start = in->end = 0;
     in->line_no = 0;
 
@@ -599,7 +682,7 @@ static void parse_files(ge_in *in, ge_rec *r)
 static int next_record_line(ge_in *in, ge_err *err)
 {
     for (;;) {
-        if (!in->gz) {
+        if (in->fd < 0) {
             int o = open_next(in, err);
             if (o <= 0)
                 return o;

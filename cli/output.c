@@ -34,7 +34,6 @@ struct ge_out {
     FILE *f;              /* the main output */
     const char *f_name;   /* its name for messages */
     bool f_std;           /* f is stdout (flushed, not closed) */
-    bool flush_each;      /* f is not a regular file */
     FILE *ids;            /* ids sidecar, or NULL */
     char *ids_name;
     FILE *errf;           /* error records, or NULL = inline in f */
@@ -79,8 +78,6 @@ static ge_status check(FILE *f, const char *name, ge_err *err)
 
 static ge_status done_record(ge_out *o, FILE *f, const char *name, ge_err *err)
 {
-    if (f == o->f && o->flush_each)
-        fflush(f);
     return check(f, name, err);
 }
 
@@ -634,9 +631,9 @@ static int state_read(int fd, ckpt *c)
 
 ge_status ge_out_checkpoint(ge_out *o, unsigned long long records, ge_err *err)
 {
-    if (!o->stateful)
-        return GE_OK;
     errno = 0;
+    if (!o->stateful) /* a pipe's reader gets every finished record now, not at 4 KB */
+        return fflush(o->f) != 0 ? check(o->f, o->f_name, err) : GE_OK;
     if (fflush(o->f) != 0)
         return check(o->f, o->f_name, err);
     if (o->ids && fflush(o->ids) != 0)
@@ -905,7 +902,6 @@ ge_status ge_out_open(ge_out **out, const ge_out_cfg *cfg, unsigned long long *s
         } else if ((st = open_file(&o->f, cfg->path, err)) != GE_OK)
             goto fail;
     }
-    o->flush_each = fstat(fileno(o->f), &sb) != 0 || !S_ISREG(sb.st_mode);
     setvbuf(o->f, NULL, _IOFBF, (size_t)1 << 20);
 
     if (binary && cfg->format != GE_FMT_NPZ && (cfg->ids || !o->f_std)) {

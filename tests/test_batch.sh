@@ -18,9 +18,7 @@ unset GEMMAEMBED_MODEL
 case $BIN in /*) ;; *) BIN=$PWD/$BIN ;; esac
 case $MODEL in /*) ;; *) MODEL=$PWD/$MODEL ;; esac
 
-npass=0 nfail=0
-pass() { echo "PASS: $1"; npass=$((npass + 1)); }
-fail() { echo "FAIL: $1: $2"; nfail=$((nfail + 1)); }
+. tests/lib.sh
 check() { # NAME COMMAND...: pass when the command succeeds
     local name=$1
     shift
@@ -258,5 +256,4 @@ EOF
 [ "$rc" -eq 1 ] && grep -q "7 of 7 records failed" files.err && pass "--input files: exit 1, count on stderr" ||
     fail "--input files: exit 1, count on stderr" "rc $rc"
 
-echo "test_batch: $npass passed, $nfail failed"
-[ "$nfail" -eq 0 ]
+finish

@@ -16,9 +16,7 @@ T=$(mktemp -d "${TMPDIR:-/tmp}/test_cli.XXXXXX")
 trap 'rm -rf "$T"' EXIT
 unset GEMMAEMBED_MODEL
 
-npass=0 nfail=0
-pass() { echo "PASS: $1"; npass=$((npass + 1)); }
-fail() { echo "FAIL: $1: $2"; nfail=$((nfail + 1)); }
+. tests/lib.sh
 
 for need in "$BIN" "$MODEL"; do
     if [ ! -e "$need" ]; then
@@ -442,5 +440,4 @@ if command -v groff >/dev/null; then
     [ -z "$w" ] && pass "man page renders without warnings" || fail "man page renders without warnings" "$w"
 fi
 
-echo "test_cli: $npass passed, $nfail failed"
-[ "$nfail" -eq 0 ]
+finish

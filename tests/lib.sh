@@ -1,0 +1,10 @@
+# tests/lib.sh - the check helpers shared by the shell tests (sourced).
+# Each check prints "PASS: name" or "FAIL: name: detail" (tests/run counts those lines);
+# finish prints the script's totals and fails when any check failed.
+npass=0 nfail=0
+pass() { echo "PASS: $1"; npass=$((npass + 1)); }
+fail() { echo "FAIL: $1: $2"; nfail=$((nfail + 1)); }
+finish() {
+    echo "$(basename "$0" .sh): $npass passed, $nfail failed"
+    [ "$nfail" -eq 0 ]
+}
