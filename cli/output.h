@@ -19,8 +19,8 @@
  *    is the number of complete lines; a torn last line is cut off.
  *  - npy, f32, and jsonl with --errors: the output holds rows of good records only, so a
  *    state file PATH.resume is kept next to it. ge_out_checkpoint writes it whenever the
- *    writer catches up, once the output, the ids sidecar and the errors file are flushed: the number of
- *    input records consumed and the byte length of each of those files at that moment (and
+ *    writer catches up, once the output, the ids sidecar and the errors file are flushed:
+ *    the number of input records consumed and the byte length of each of those files at that moment (and
  *    the npy header is patched to the row count then, so the npy loads after a kill -9).
  *    Two 256-byte slots written alternately, each with a sequence number and a crc32, so a
  *    torn write leaves the previous one valid. Resuming cuts every file back to the
