@@ -58,6 +58,7 @@ struct ge_in {
     char *line;         /* the current line, without "\n" / "\r\n" */
     size_t line_len, line_cap;
     bool line_over;     /* the current line was longer than GE_IN_MAX_LINE */
+    bool over_text;     /* ... and had a non-blank byte (else it is a blank line) */
 
     unsigned long long line_no, seq;
     unsigned long long cur_size;    /* size of the current input when a regular file */
@@ -65,7 +66,7 @@ struct ge_in {
     unsigned long long total_bytes; /* sum of the input sizes, 0 = unknown */
     json_t *root;       /* the current JSONL record (owns its text) */
     char *prefix;       /* the current record's title prefix */
-    char *subst;        /* copy of a line with a huge numeric id replaced (see parse_big_id) */
+    char *subst;        /* copy of a line with huge numbers replaced (parse_huge_numbers) */
     char idbuf[24];     /* a line number written as an id */
     char *idjson;       /* files input: the path as a JSON string */
     size_t idjson_len;
@@ -281,7 +282,7 @@ static int refill(ge_in *in, ge_err *err)
     return 1;
 }
 
-#define PEEK_MAX ((size_t)1 << 20)
+#define PEEK_MAX GE_IN_MAX_LINE
 
 static bool blank(char c) { return c == ' ' || c == '\t' || c == '\r' || c == '\n'; }
 
@@ -341,16 +342,33 @@ static int open_next(ge_in *in, ge_err *err)
             break;
     }
     in->kind = in->forced;
+    if (in->kind == GE_IN_AUTO && i >= PEEK_MAX && in->start + i == in->end)
+        return ge_fail(err, GE_E_INPUT, "%s: cannot tell jsonl from lines: the first %zu MiB "
+                       "are blank (use --input jsonl or --input lines)", in->source,
+                       PEEK_MAX >> 20), -1;
     if (in->kind == GE_IN_AUTO)
         in->kind = in->start + i < in->end && in->buf[in->start + i] == '{' ? GE_IN_JSONL
                                                                               : GE_IN_LINES;
     return 1;
 }
 
+static bool all_blank(const char *p, size_t n)
+{
+    for (size_t i = 0; i < n; i++)
+        if (!blank(p[i]))
+            return false;
+    return true;
+}
+
+/* Keep up to GE_IN_MAX_LINE bytes of a line, and one more for a '\r' before its newline;
+ * past that only note whether it has text. */
 static int append_line(ge_in *in, const char *p, size_t n)
 {
-    if (in->line_over || in->line_len + n > GE_IN_MAX_LINE) {
+    if (in->line_over || in->line_len + n > GE_IN_MAX_LINE + 1) {
+        if (!in->line_over)
+            in->over_text = !all_blank(in->line, in->line_len);
         in->line_over = true;
+        in->over_text = in->over_text || !all_blank(p, n);
         return 0;
     }
     if (n == 0)
@@ -401,6 +419,10 @@ static int next_line(ge_in *in, ge_err *err)
     in->seq++;
     if (!in->line_over && in->line_len > 0 && in->line[in->line_len - 1] == '\r')
         in->line_len--;
+    if (!in->line_over && in->line_len > GE_IN_MAX_LINE) {
+        in->line_over = true;
+        in->over_text = !all_blank(in->line, in->line_len);
+    }
     return 1;
 }
 
@@ -440,22 +462,19 @@ static void parse_lines(ge_in *in, ge_rec *r)
 }
 
 /* jansson keeps numbers as int64 or double, so a number beyond the double range (an id of
- * 400 digits, 1e999) fails the whole line. Ids may be integers of any size, so on a numeric
- * overflow retry once with the raw id value replaced by 0: the line is accepted exactly when
- * the id was the only such number and is itself a well-formed JSON number. */
-static json_t *parse_big_id(ge_in *in, const char *s, size_t n, json_error_t *je)
+ * 400 digits, 1e999) fails the whole line. Ids may be integers of any size and other fields
+ * are ignored, so on a numeric overflow parse again with every such number replaced by 0: the
+ * id is echoed from the raw line, and a text, prompt or title that is a number is still a
+ * wrong type. */
+static json_t *parse_huge_numbers(ge_in *in, const char *s, size_t n)
 {
-    size_t off, len;
-    if (ge_json_member_span(s, n, "id", &off, &len) != 1 || !ge_json_number_valid(s + off, len))
-        return NULL;
-    char *c = realloc(in->subst, n);
+    char *c = realloc(in->subst, n ? n : 1);
     if (!c)
         return NULL;
     in->subst = c;
-    memcpy(c, s, off);
-    c[off] = '0';
-    memcpy(c + off + 1, s + off + len, n - off - len);
-    return json_loadb(c, n - len + 1, JSON_FLAGS, je);
+    size_t replaced, len = ge_json_zero_huge_numbers(s, n, c, &replaced);
+    json_error_t je;
+    return replaced ? json_loadb(c, len, JSON_FLAGS, &je) : NULL;
 }
 
 /* Resolve the record's "prompt" and "title" into r->prefix (NULL = global prompt). A prompt
@@ -505,10 +524,8 @@ static void parse_jsonl(ge_in *in, ge_rec *r)
     json_error_t je;
     json_decref(in->root);
     in->root = json_loadb(s, n, JSON_FLAGS, &je);
-    if (!in->root && json_error_code(&je) == json_error_numeric_overflow) {
-        json_error_t je2;
-        in->root = parse_big_id(in, s, n, &je2);
-    }
+    if (!in->root && json_error_code(&je) == json_error_numeric_overflow)
+        in->root = parse_huge_numbers(in, s, n);
     json_t *root = in->root;
     if (!root) {
         bool utf8 = json_error_code(&je) == json_error_invalid_utf8;
@@ -694,13 +711,9 @@ static int next_record_line(ge_in *in, ge_err *err)
             close_input(in);
             continue;
         }
-        if (in->kind != GE_IN_LINES && !in->line_over) {
-            size_t i = 0;
-            while (i < in->line_len && blank(in->line[i]))
-                i++;
-            if (i == in->line_len)
-                continue; /* a blank line is not a record */
-        }
+        if (in->kind != GE_IN_LINES &&
+            (in->line_over ? !in->over_text : all_blank(in->line, in->line_len)))
+            continue; /* a blank line is not a record */
         return 1;
     }
 }

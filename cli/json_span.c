@@ -7,6 +7,9 @@
 #include "ge.h"
 
 #include <jansson.h>
+#include <errno.h>
+#include <math.h>
+#include <stdlib.h>
 #include <string.h>
 
 static size_t skip_ws(const char *s, size_t n, size_t i)
@@ -149,6 +152,57 @@ bool ge_json_number_valid(const char *s, size_t n)
         i = j;
     }
     return i == n;
+}
+
+/* Does the number text s[0..n) overflow a double? strtod needs a terminated copy. */
+static bool huge_number(const char *s, size_t n)
+{
+    char small[64], *c = n < sizeof small ? small : malloc(n + 1);
+    if (!c)
+        return false;
+    memcpy(c, s, n);
+    c[n] = 0;
+    errno = 0;
+    double v = strtod(c, NULL);
+    bool huge = errno == ERANGE && isinf(v);
+    if (c != small)
+        free(c);
+    return huge;
+}
+
+size_t ge_json_zero_huge_numbers(const char *s, size_t n, char *out, size_t *replaced)
+{
+    size_t o = 0;
+    bool in_string = false;
+    *replaced = 0;
+    for (size_t i = 0; i < n;) {
+        char c = s[i];
+        if (in_string) {
+            out[o++] = c;
+            if (c == '\\' && i + 1 < n)
+                out[o++] = s[++i];
+            else if (c == '"')
+                in_string = false;
+            i++;
+        } else if (c == '-' || (c >= '0' && c <= '9')) {
+            size_t j = i + 1;
+            while (j < n && (strchr("0123456789+-.eE", s[j]) && s[j]))
+                j++;
+            if (huge_number(s + i, j - i)) {
+                out[o++] = '0';
+                ++*replaced;
+            } else {
+                memcpy(out + o, s + i, j - i);
+                o += j - i;
+            }
+            i = j;
+        } else {
+            in_string = c == '"';
+            out[o++] = c;
+            i++;
+        }
+    }
+    return o;
 }
 
 int ge_json_put_string(FILE *f, const char *s, size_t n)
