@@ -14,38 +14,8 @@
 
 /* ---- small blocks ------------------------------------------------------------------------ */
 
-/* y = x / sqrt(mean(x^2) + eps) * w  (w NULL: no weight); in place allowed. The mean is
- * accumulated in fp32, as the reference model does, in eight interleaved partial sums (a
- * fixed order the compiler can keep in vector lanes). */
-static void rmsnorm(float *y, const float *x, const float *w, int n, float eps)
-{
-    float s[8] = {0};
-    int i = 0;
-    for (; i + 8 <= n; i += 8)
-        for (int k = 0; k < 8; k++)
-            s[k] += x[i + k] * x[i + k];
-    for (; i < n; i++)
-        s[i & 7] += x[i] * x[i];
-    const float ss = ((s[0] + s[4]) + (s[1] + s[5])) + ((s[2] + s[6]) + (s[3] + s[7]));
-    const float inv = 1.0f / sqrtf(ss / (float)n + eps);
-    if (w)
-        for (i = 0; i < n; i++)
-            y[i] = x[i] * inv * w[i];
-    else
-        for (i = 0; i < n; i++)
-            y[i] = x[i] * inv;
-}
-
-/* NEOX rotate-half RoPE over a head of d values with the angle table of its position. */
-static void rope(float *v, int d, const float *cs, const float *sn)
-{
-    const int half = d / 2;
-    for (int j = 0; j < half; j++) {
-        float x0 = v[j], x1 = v[j + half];
-        v[j] = x0 * cs[j] - x1 * sn[j];
-        v[j + half] = x1 * cs[j] + x0 * sn[j];
-    }
-}
+/* RMSNorm and RoPE rows are kernels (kern.h rmsnorm, rope): bit-identical on every tier, the
+ * scalar tier being the reference. */
 
 /* cos/sin of pos * base^(-2j/d) for positions < len, computed in double (as the reference). */
 static ge_status rope_tables(ge_model *m, int len, ge_err *err)
@@ -161,6 +131,7 @@ static ge_status alloc_buffers(buffers *b, const ge_model *m, int T)
 /* ---- parallel elementwise blocks ---------------------------------------------------------- */
 
 typedef struct {
+    const ge_kern *kern;
     float *x;          /* rows of n */
     const float *w;    /* norm weight or NULL */
     int n;
@@ -172,8 +143,8 @@ static void norm_task(void *ctx, int64_t i, int worker)
 {
     const norm_job *j = ctx;
     int64_t r1 = (i + 1) * j->per_task < j->rows ? (i + 1) * j->per_task : j->rows;
-    for (int64_t r = i * j->per_task; r < r1; r++)
-        rmsnorm(j->x + r * j->n, j->x + r * j->n, j->w, j->n, j->eps);
+    const int64_t r0 = i * j->per_task;
+    j->kern->rmsnorm(j->x + r0 * j->n, r1 - r0, j->n, j->w, j->eps);
 }
 
 /* RMSNorm (in place) of rows x [rows, n] with weight tensor w (NULL: none). */
@@ -181,7 +152,7 @@ static void norm_rows(ge_model *m, float *x, int64_t rows, int n, const ge_tenso
 {
     if (w)
         ge_tensor_row(w, 0, wbuf);
-    norm_job j = {x, w ? wbuf : NULL, n, m->hp.eps, rows, 0};
+    norm_job j = {m->kern, x, w ? wbuf : NULL, n, m->hp.eps, rows, 0};
     j.per_task = (64 * 512 + n - 1) / n;
     double t0 = ge_now();
     ge_parallel(m, (rows + j.per_task - 1) / j.per_task, 0, norm_task, &j);
@@ -218,10 +189,8 @@ static void ew_task(void *ctx, int64_t task, int worker)
         for (int t = t0; t < t1; t++) {
             const float *cs = j->m->rope_cos[type] + (size_t)b->pos[t] * half;
             const float *sn = j->m->rope_sin[type] + (size_t)b->pos[t] * half;
-            for (int h = 0; h < nh; h++)
-                rope(b->q + ((size_t)t * nh + h) * d, d, cs, sn);
-            for (int h = 0; h < nkv; h++)
-                rope(b->k + ((size_t)t * nkv + h) * d, d, cs, sn);
+            j->m->kern->rope(b->q + (size_t)t * nh * d, nh, d, cs, sn);
+            j->m->kern->rope(b->k + (size_t)t * nkv * d, nkv, d, cs, sn);
         }
         break;
     }

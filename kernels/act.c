@@ -1,4 +1,5 @@
-/* act.c - GELU (tanh form, gelu_pytorch_tanh) times a gate: the scalar oracle and the table. */
+/* act.c - GELU (tanh form, gelu_pytorch_tanh) times a gate, RMSNorm and RoPE rows: the scalar
+ * oracles and the table. */
 #include <math.h>
 
 #include "act.h"
@@ -13,14 +14,56 @@ void ge_gelu_mul_scalar(float *g, const float *u, int64_t n)
     }
 }
 
+/* The eight partial sums are the lanes of a 256-bit vector in the tiers (kern.h has the
+ * order); w NULL skips the weight. */
+void ge_rmsnorm_scalar(float *x, int64_t rows, int64_t n, const float *w, float eps)
+{
+    for (int64_t r = 0; r < rows; r++, x += n) {
+        float s[8] = {0};
+        int64_t i = 0;
+        for (; i + 8 <= n; i += 8)
+            for (int k = 0; k < 8; k++)
+                s[k] += x[i + k] * x[i + k];
+        for (; i < n; i++)
+            s[i & 7] += x[i] * x[i];
+        const float ss = ((s[0] + s[4]) + (s[1] + s[5])) + ((s[2] + s[6]) + (s[3] + s[7]));
+        const float inv = 1.0f / sqrtf(ss / (float)n + eps);
+        if (w)
+            for (i = 0; i < n; i++)
+                x[i] = x[i] * inv * w[i];
+        else
+            for (i = 0; i < n; i++)
+                x[i] = x[i] * inv;
+    }
+}
+
+void ge_rope_scalar(float *v, int64_t n_head, int64_t d, const float *cs, const float *sn)
+{
+    const int64_t half = d / 2;
+    for (int64_t h = 0; h < n_head; h++, v += d)
+        for (int64_t j = 0; j < half; j++) {
+            const float x0 = v[j], x1 = v[j + half];
+            v[j] = x0 * cs[j] - x1 * sn[j];
+            v[j + half] = x1 * cs[j] + x0 * sn[j];
+        }
+}
+
 void ge_act_fill(ge_kern *k, ge_tier tier)
 {
     k->gelu_mul = ge_gelu_mul_scalar;
+    k->rmsnorm = ge_rmsnorm_scalar;
+    k->rope = ge_rope_scalar;
 #if defined(__x86_64__)
-    if (tier == GE_TIER_AVX2 || tier == GE_TIER_AVXVNNI)
+    if (tier == GE_TIER_AVX2 || tier == GE_TIER_AVXVNNI) {
         k->gelu_mul = ge_gelu_mul_avx2;
-    if (tier == GE_TIER_AVX512)
+        k->rmsnorm = ge_rmsnorm_avx2;
+        k->rope = ge_rope_avx2;
+    }
+    if (tier == GE_TIER_AVX512) {
         k->gelu_mul = ge_gelu_mul_avx512;
+        k->rmsnorm = ge_rmsnorm_avx512;
+        k->rope = ge_rope_avx512;
+    }
 #else
     (void)tier;
 #endif

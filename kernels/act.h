@@ -1,4 +1,4 @@
-/* act.h - activation kernels per tier (kern.h gelu_mul). */
+/* act.h - activation and per-row kernels per tier (kern.h gelu_mul, rmsnorm, rope). */
 #ifndef GE_ACT_H
 #define GE_ACT_H
 
@@ -7,5 +7,13 @@
 void ge_gelu_mul_scalar(float *g, const float *u, int64_t n);
 void ge_gelu_mul_avx2(float *g, const float *u, int64_t n);
 void ge_gelu_mul_avx512(float *g, const float *u, int64_t n);
+
+void ge_rmsnorm_scalar(float *x, int64_t rows, int64_t n, const float *w, float eps);
+void ge_rmsnorm_avx2(float *x, int64_t rows, int64_t n, const float *w, float eps);
+void ge_rmsnorm_avx512(float *x, int64_t rows, int64_t n, const float *w, float eps);
+
+void ge_rope_scalar(float *v, int64_t n_head, int64_t d, const float *cs, const float *sn);
+void ge_rope_avx2(float *v, int64_t n_head, int64_t d, const float *cs, const float *sn);
+void ge_rope_avx512(float *v, int64_t n_head, int64_t d, const float *cs, const float *sn);
 
 #endif

@@ -83,6 +83,17 @@ typedef struct ge_kern {
      * written as x * sigmoid(2z) with the polynomial exp, within a few ulp). */
     void (*gelu_mul)(float *g, const float *u, int64_t n);
 
+    /* ---- per-row operations: bit-identical on every tier (the goldens do not move) ------ */
+    /* RMSNorm in place of rows x[r * n + i], r < rows, i < n: x = x * inv * w (w[n], NULL:
+     * no weight; the products in that order), inv = 1 / sqrtf(ss / n + eps), ss the fp32 sum
+     * of squares in eight partial sums s[i % 8] (each in increasing i, from +0), combined as
+     * ((s0 + s4) + (s1 + s5)) + ((s2 + s6) + (s3 + s7)). No fused multiply-adds. */
+    void (*rmsnorm)(float *x, int64_t rows, int64_t n, const float *w, float eps);
+    /* NEOX rotate-half RoPE in place of n_head heads of d values at v (head h at v + h * d),
+     * with one position's tables cs, sn [d / 2]: for j < d / 2, (a, b) = (v[j], v[j + d/2])
+     * becomes (a cs[j] - b sn[j], b cs[j] + a sn[j]), each product rounded (no FMA). */
+    void (*rope)(float *v, int64_t n_head, int64_t d, const float *cs, const float *sn);
+
     /* ---- machine peak (for --bench): one thread's GMAC/s on a register-only loop ---------- */
     double (*peak_int8)(double seconds); /* the tier's int8 dot instruction (0 when none) */
     double (*peak_fp32)(double seconds); /* the tier's widest fp32 FMA */

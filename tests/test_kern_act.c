@@ -1,0 +1,241 @@
+/* test_kern_act.c - the per-row kernels (kern.h rmsnorm, rope) at every tier this CPU runs:
+ * the scalar oracle follows kern.h's operation order exactly (a transcription of it here),
+ * every other tier gives the oracle's bits over many row lengths (1..2049: full vectors,
+ * partial last blocks, the engine's 16..2048), row counts (the four-row interleave and its
+ * remainder), with and without a weight, over random data of several magnitudes, and writes
+ * nothing outside its rows. */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "check.h"
+#include "kern.h"
+
+#define RNG_SEED 0x6a09e667f3bcc909ull
+#include "rng.h"
+
+#define CANARY 12345.678f
+#define GUARD 40
+
+static void *xmalloc(size_t n)
+{
+    void *p = malloc(n ? n : 1);
+    if (!p) {
+        fprintf(stderr, "out of memory\n");
+        exit(1);
+    }
+    return p;
+}
+
+static uint32_t bits(float f)
+{
+    uint32_t u;
+    memcpy(&u, &f, 4);
+    return u;
+}
+
+/* kern.h's rmsnorm, written from its comment (one row) */
+static void spec_rmsnorm(float *x, int64_t n, const float *w, float eps)
+{
+    float s[8] = {0};
+    for (int64_t i = 0; i < n; i++) {
+        const float sq = x[i] * x[i];
+        s[i % 8] = s[i % 8] + sq;
+    }
+    const float ss = ((s[0] + s[4]) + (s[1] + s[5])) + ((s[2] + s[6]) + (s[3] + s[7]));
+    const float q = ss / (float)n + eps, r = sqrtf(q), inv = 1.0f / r;
+    for (int64_t i = 0; i < n; i++) {
+        const float y = x[i] * inv;
+        x[i] = w ? y * w[i] : y;
+    }
+}
+
+/* kern.h's rope, written from its comment */
+static void spec_rope(float *v, int64_t n_head, int64_t d, const float *cs, const float *sn)
+{
+    const int64_t half = d / 2;
+    for (int64_t h = 0; h < n_head; h++)
+        for (int64_t j = 0; j < half; j++) {
+            float *a = v + h * d + j, *b = a + half;
+            const float p = *a * cs[j], q = *b * sn[j], r = *b * cs[j], s = *a * sn[j];
+            *a = p - q;
+            *b = r + s;
+        }
+}
+
+static int tiers[GE_TIER_COUNT], n_tiers;
+
+static void find_tiers(void)
+{
+    ge_cpu_feats f;
+    ge_cpu_detect(&f);
+    for (int t = 0; t < GE_TIER_COUNT; t++)
+        if (ge_tier_supported(&f, (ge_tier)t))
+            tiers[n_tiers++] = t;
+}
+
+/* rows x n values (amplitude amp, some rows all zero or one spike) followed by GUARD canaries */
+static float *make_rows(int64_t rows, int64_t n, float amp)
+{
+    float *x = xmalloc((size_t)(rows * n + GUARD) * sizeof *x);
+    for (int64_t i = 0; i < rows * n; i++)
+        x[i] = amp * frand();
+    if (rows > 2) {
+        memset(x + n, 0, (size_t)n * sizeof *x);
+        x[2 * n + n / 2] = 3e4f;
+    }
+    for (int i = 0; i < GUARD; i++)
+        x[rows * n + i] = CANARY;
+    return x;
+}
+
+static const int64_t extra_n[] = {95, 96, 97, 127, 128, 129, 255, 256, 257, 511, 512, 513, 640,
+                                  767, 768, 1023, 1024, 2047, 2048, 2049};
+static const int64_t row_counts[] = {1, 2, 3, 4, 5, 7, 8, 9, 13};
+static const float amps[] = {1.0f, 1e-3f, 3e3f};
+
+static int64_t nth_n(int i) { return i < 80 ? i + 1 : extra_n[i - 80]; }
+#define N_LENGTHS (80 + (int)(sizeof extra_n / sizeof extra_n[0]))
+
+static void check_rmsnorm(void)
+{
+    const ge_kern *oracle = ge_kern_get(GE_TIER_SCALAR);
+    /* the oracle against the transcription, row by row */
+    int64_t bad = 0, cases = 0;
+    for (int li = 0; li < N_LENGTHS; li++) {
+        const int64_t n = nth_n(li), rows = 5;
+        float *x = make_rows(rows, n, 1.0f), *y = xmalloc((size_t)(rows * n) * sizeof *y);
+        float *w = xmalloc((size_t)n * sizeof *w);
+        for (int64_t i = 0; i < n; i++)
+            w[i] = 1.0f + frand();
+        memcpy(y, x, (size_t)(rows * n) * sizeof *y);
+        oracle->rmsnorm(x, rows, n, li % 2 ? w : NULL, 1e-6f);
+        for (int64_t r = 0; r < rows; r++)
+            spec_rmsnorm(y + r * n, n, li % 2 ? w : NULL, 1e-6f);
+        for (int64_t i = 0; i < rows * n; i++)
+            bad += bits(x[i]) != bits(y[i]);
+        cases++;
+        free(x), free(y), free(w);
+    }
+    check(bad == 0, "rmsnorm: scalar oracle follows kern.h's order", "%lld values differ",
+          (long long)bad);
+
+    for (int ti = 0; ti < n_tiers; ti++) {
+        const ge_kern *k = ge_kern_get((ge_tier)tiers[ti]);
+        if (k->rmsnorm == oracle->rmsnorm)
+            continue;
+        int64_t diff = 0, spill = 0, runs = 0;
+        for (int li = 0; li < N_LENGTHS; li++)
+            for (size_t ri = 0; ri < sizeof row_counts / sizeof row_counts[0]; ri++)
+                for (int wi = 0; wi < 2; wi++) {
+                    const int64_t n = nth_n(li), rows = row_counts[ri];
+                    const float amp = amps[(li + ri + wi) % 3];
+                    const float eps = wi ? 1e-6f : 1e-5f;
+                    float *x = make_rows(rows, n, amp);
+                    float *y = xmalloc((size_t)(rows * n + GUARD) * sizeof *y);
+                    float *w = xmalloc((size_t)n * sizeof *w);
+                    for (int64_t i = 0; i < n; i++)
+                        w[i] = 1.0f + frand();
+                    memcpy(y, x, (size_t)(rows * n + GUARD) * sizeof *y);
+                    k->rmsnorm(x, rows, n, wi ? w : NULL, eps);
+                    oracle->rmsnorm(y, rows, n, wi ? w : NULL, eps);
+                    for (int64_t i = 0; i < rows * n; i++)
+                        diff += bits(x[i]) != bits(y[i]);
+                    for (int i = 0; i < GUARD; i++)
+                        spill += x[rows * n + i] != CANARY;
+                    runs++;
+                    free(x), free(y), free(w);
+                }
+        char name[96];
+        snprintf(name, sizeof name, "rmsnorm %s: bit-identical to scalar (%lld runs, n 1..2049)",
+                 k->name, (long long)runs);
+        check(diff == 0, name, "%lld values differ", (long long)diff);
+        snprintf(name, sizeof name, "rmsnorm %s: nothing written past the rows", k->name);
+        check(spill == 0, name, "%lld guard values changed", (long long)spill);
+    }
+}
+
+/* accuracy of the oracle: within 1e-5 relative of an fp64 RMSNorm (unit weight) */
+static void check_rmsnorm_fp64(void)
+{
+    const ge_kern *oracle = ge_kern_get(GE_TIER_SCALAR);
+    double worst = 0;
+    for (int li = 0; li < N_LENGTHS; li++) {
+        const int64_t n = nth_n(li);
+        float *x = make_rows(1, n, 1.0f);
+        double ss = 0, *x64 = xmalloc((size_t)n * sizeof *x64);
+        for (int64_t i = 0; i < n; i++)
+            x64[i] = x[i], ss += x64[i] * x64[i];
+        const double inv = 1.0 / sqrt(ss / (double)n + 1e-6);
+        oracle->rmsnorm(x, 1, n, NULL, 1e-6f);
+        for (int64_t i = 0; i < n; i++) {
+            double e = fabs(x[i] - x64[i] * inv) / (fabs(x64[i] * inv) + 1e-30);
+            worst = e > worst ? e : worst;
+        }
+        free(x), free(x64);
+    }
+    check(worst < 1e-5, "rmsnorm: scalar within 1e-5 relative of fp64", "worst %.3g", worst);
+}
+
+static void check_rope(void)
+{
+    const ge_kern *oracle = ge_kern_get(GE_TIER_SCALAR);
+    static const int64_t extra_d[] = {126, 128, 130, 254, 256, 258, 510, 512, 514, 1024};
+    const int n_d = 60 + (int)(sizeof extra_d / sizeof extra_d[0]);
+    for (int ti = 0; ti < n_tiers; ti++) {
+        const ge_kern *k = ge_kern_get((ge_tier)tiers[ti]);
+        int64_t diff = 0, spill = 0, runs = 0;
+        for (int di = 0; di < n_d; di++)
+            for (int64_t nh = 1; nh <= 5; nh++) {
+                const int64_t d = di < 60 ? 2 * (di + 1) : extra_d[di - 60], half = d / 2;
+                const float amp = amps[(di + nh) % 3];
+                float *x = make_rows(nh, d, amp);
+                float *y = xmalloc((size_t)(nh * d + GUARD) * sizeof *y);
+                float *cs = xmalloc((size_t)half * sizeof *cs);
+                float *sn = xmalloc((size_t)half * sizeof *sn);
+                for (int64_t j = 0; j < half; j++) {
+                    const double a = 1000.0 * frand();
+                    cs[j] = (float)cos(a), sn[j] = (float)sin(a);
+                }
+                memcpy(y, x, (size_t)(nh * d + GUARD) * sizeof *y);
+                if (k == oracle) {
+                    k->rope(x, nh, d, cs, sn);
+                    spec_rope(y, nh, d, cs, sn);
+                } else {
+                    k->rope(x, nh, d, cs, sn);
+                    oracle->rope(y, nh, d, cs, sn);
+                }
+                for (int64_t i = 0; i < nh * d; i++)
+                    diff += bits(x[i]) != bits(y[i]);
+                for (int i = 0; i < GUARD; i++)
+                    spill += x[nh * d + i] != CANARY;
+                runs++;
+                free(x), free(y), free(cs), free(sn);
+            }
+        char name[96];
+        if (k == oracle)
+            snprintf(name, sizeof name, "rope scalar: follows kern.h's order (%lld runs)",
+                     (long long)runs);
+        else
+            snprintf(name, sizeof name, "rope %s: bit-identical to scalar (%lld runs, d 2..1024)",
+                     k->name, (long long)runs);
+        check(diff == 0, name, "%lld values differ", (long long)diff);
+        snprintf(name, sizeof name, "rope %s: nothing written past the heads", k->name);
+        check(spill == 0, name, "%lld guard values changed", (long long)spill);
+    }
+}
+
+int main(void)
+{
+    find_tiers();
+    for (int ti = 0; ti < n_tiers; ti++) {
+        const ge_kern *k = ge_kern_get((ge_tier)tiers[ti]);
+        char name[64];
+        snprintf(name, sizeof name, "%s: rmsnorm and rope in the table", k->name);
+        check(k->rmsnorm && k->rope, name, "missing pointer");
+    }
+    check_rmsnorm();
+    check_rmsnorm_fp64();
+    check_rope();
+    return check_done();
+}
