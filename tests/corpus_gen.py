@@ -128,11 +128,14 @@ for _ in range(240):
     good(words(r.randint(1, 25)))
 for _ in range(12):
     good(words(r.randint(60, 200)))
+good(words(6), idraw='"huge-unused-number"', fields=False)
+records[-1]["raw"] = records[-1]["raw"][:-1] + b',"score":1e400,"n":-123456789e999}'
 good(words(700), idraw='"long-1"')   # more tokens than a default wave (2048): runs alone
 good(words(250), idraw='"long-2"')
 head = '{"id":"edge-64MiB","text":"a line of exactly the limit is read"'
 good_edge = head + " " * (MAXLINE - len(head) - 1) + "}"
-records.append(dict(raw=good_edge.encode(), eol=b"\n", good=True, id='"edge-64MiB"', kind="good"))
+# a carriage return before the newline does not count toward the limit
+records.append(dict(raw=good_edge.encode(), eol=b"\r\n", good=True, id='"edge-64MiB"', kind="good"))
 ngood = len(records)
 
 # ---- bad records -------------------------------------------------------------------------
@@ -233,6 +236,7 @@ for rec in order:
         lines.append(r.choice(BLANKS) + b"\n")
     lines.append(rec)
 lines.append(b"\n")
+lines.append(b" " * (MAXLINE + 100) + b"\n")  # a blank line over the limit is still blank
 lines.append(b"\r\n")
 last = dict(raw=b'{"id":"last","text":"the final line has no newline"}', eol=b"", good=True,
             id='"last"', kind="good")

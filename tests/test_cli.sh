@@ -234,6 +234,10 @@ cmp -s "$T/stdin.out" "$T/fmt_jsonl.out" && pass "stdin" || fail "stdin" "output
 cmp -s "$T/dash.out" "$T/fmt_jsonl.out" && pass "'-' is stdin" || fail "'-' is stdin" "output differs"
 gzip -c <$D/good.jsonl | "$BIN" "${M[@]}" >"$T/gzstdin.out" 2>/dev/null
 cmp -s "$T/gzstdin.out" "$T/fmt_jsonl.out" && pass "gzip on stdin" || fail "gzip on stdin" "output differs"
+{ head -c $((1100 * 1024)) /dev/zero | tr '\0' '\n'; echo '{"id":"a","text":"hi"}'; } >"$T/lead.jsonl"
+n=$("$BIN" "${M[@]}" --tokenize "$T/lead.jsonl" 2>/dev/null | grep -c '"id":"a"')
+[ "$n" = 1 ] && pass "jsonl guessed after 1.1 MB of blank lines" ||
+    fail "jsonl guessed after 1.1 MB of blank lines" "$n records with id a"
 
 head -c 100 "$T/good.jsonl.gz" >"$T/trunc.gz"
 run trunc_gz "${M[@]}" "$T/trunc.gz"
