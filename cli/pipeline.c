@@ -171,11 +171,14 @@ static bool fill(slot *s, const ge_rec *r, unsigned long long index)
 static bool push(pipe_t *P, slot *s)
 {
     pthread_mutex_lock(&P->mu);
-    while (!atomic_load(&P->abort) &&
-           (P->n_read - P->n_written >= RING_RECORDS ||
-            (P->bytes + s->bytes > RING_BYTES && P->n_read > P->n_written)))
-        pthread_cond_wait(&P->cv_space, &P->mu);
-    bool ok = !atomic_load(&P->abort);
+    while (!stopping(P) && (P->n_read - P->n_written >= RING_RECORDS ||
+                            (P->bytes + s->bytes > RING_BYTES && P->n_read > P->n_written))) {
+        /* timed: a stop signal handled on this thread does not end a condition wait */
+        struct timespec ts;
+        deadline_in(&ts, 100000000L);
+        pthread_cond_timedwait(&P->cv_space, &P->mu, &ts);
+    }
+    bool ok = !stopping(P);
     if (ok) {
         s->state = SLOT_READ;
         *at(P, P->n_read) = *s;

@@ -84,6 +84,26 @@ wait
     fail "a closed output pipe ends the run quietly, even with the input idle" \
         "rc $rc, stderr: $(head -c 200 "$D/pipe.err")"
 
+# ---- SIGINT with the ring full: the reader waits for room, the model is busy -------------
+"$PY" -c '
+for i in range(60000): print("{\"id\":%d,\"text\":\"r%d %s\"}" % (i, i, "ab" * (i % 9)))
+' >"$D/many.jsonl"
+"$BIN" -m "$MODEL" --dim 128 -o "$D/full.f32" "$D/many.jsonl" 2>/dev/null
+"$BIN" -m "$MODEL" --dim 128 -o "$D/cut.f32" "$D/many.jsonl" 2>"$D/cut.err" &
+pid=$!
+sleep 0.4
+start=$(date +%s%N)
+kill -INT "$pid"
+wait "$pid"
+rc=$? ms=$((($(date +%s%N) - start) / 1000000))
+rows=$(wc -l <"$D/cut.f32.ids.jsonl")
+"$BIN" -m "$MODEL" --dim 128 -o "$D/cut.f32" "$D/many.jsonl" --resume 2>/dev/null
+[ "$rc" -eq 130 ] && [ "$ms" -le 3000 ] && [ "$rows" -lt 60000 ] &&
+    cmp -s "$D/cut.f32" "$D/full.f32" && cmp -s "$D/cut.f32.ids.jsonl" "$D/full.f32.ids.jsonl" &&
+    pass "SIGINT with the ring full: exit 130 in $ms ms at row $rows; --resume completes it" ||
+    fail "SIGINT with the ring full: exit 130 at once, --resume completes it" \
+        "rc $rc, $ms ms, $rows rows, $(head -c 200 "$D/cut.err")"
+
 # ---- flat memory: 1,000,000 records streamed through (100,000 under the sanitizers) --------
 gen() { # N: N short jsonl records on stdout
     "$PY" -c '
