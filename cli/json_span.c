@@ -188,7 +188,7 @@ size_t ge_json_zero_huge_numbers(const char *s, size_t n, char *out, size_t *rep
             size_t j = i + 1;
             while (j < n && (strchr("0123456789+-.eE", s[j]) && s[j]))
                 j++;
-            if (huge_number(s + i, j - i)) {
+            if (ge_json_number_valid(s + i, j - i) && huge_number(s + i, j - i)) {
                 out[o++] = '0';
                 ++*replaced;
             } else {

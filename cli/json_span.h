@@ -22,8 +22,8 @@ int ge_json_member_span(const char *s, size_t n, const char *key, size_t *off, s
 /* True when s[0..n) is exactly one JSON number (RFC 8259 grammar, any number of digits). */
 bool ge_json_number_valid(const char *s, size_t n);
 
-/* Copy s[0..n) to out (room for n bytes) with every number outside strings whose value
- * overflows a double (1e400, an integer of 400 digits) replaced by 0, so that jansson, which
+/* Copy s[0..n) to out (room for n bytes) with every well-formed number outside strings whose
+ * value overflows a double (1e400, an integer of 400 digits) replaced by 0, so that jansson, which
  * keeps numbers as int64 or double, can parse a record whose unused fields hold such numbers.
  * Returns the copy's length; *replaced gets how many numbers were replaced. */
 size_t ge_json_zero_huge_numbers(const char *s, size_t n, char *out, size_t *replaced);
