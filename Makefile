@@ -124,6 +124,18 @@ bench-attn: $(BUILD)/tests/bench_attn
 	$(BUILD)/tests/bench_attn
 .PHONY: bench-attn
 
+# ThreadSanitizer over the threaded parts (the pipeline's stages, the engine's pool, signals):
+#   make tsan    build build/tsan/gemmaembed, run tests/test_pipeline.sh and test_batch.sh on it
+#                (a race ends gemmaembed with status 66, which those tests report as failures)
+TSAN_ENV = TSAN_OPTIONS="halt_on_error=1 exitcode=66" BIN=build/tsan/gemmaembed \
+           OUT=build/tsan/test-out PIPELINE_RECORDS=20000
+tsan:
+	$(MAKE) BUILD=build/tsan BIN=build/tsan/gemmaembed CFLAGS="-O1 -g -fsanitize=thread" \
+	    LDFLAGS=-fsanitize=thread build/tsan/gemmaembed
+	mkdir -p build/tsan/test-out
+	$(TSAN_ENV) bash tests/test_pipeline.sh && $(TSAN_ENV) bash tests/test_batch.sh
+.PHONY: tsan
+
 # libFuzzer targets (tests/fuzz/fuzz_*.c; needs clang and libclang-rt-14-dev, see
 # tools/install-deps). The engine, kernels and cli (minus main.c) are rebuilt with clang and
 # -fsanitize=fuzzer-no-link,address,undefined into build/fuzz/ (of cli/, the sources the targets

@@ -4,7 +4,9 @@
  * The only place that prints messages or exits. Exit status (PRODUCT.md section 3):
  * 0 all records embedded, 1 some records failed, 2 usage, 3 model could not be loaded,
  * 4 I/O error on input or output. */
+#include <errno.h>
 #include <pthread.h>
+#include <stdatomic.h>
 #include <signal.h>
 #include <stdbool.h>
 #include <stdio.h>
@@ -70,14 +72,16 @@ static const char *clobbers_input(const ge_opts *o)
  * stage threads block these signals; the engine's pool threads, started earlier, do not, so
  * a signal that lands on one is passed on to the reader (the main thread) as SIGUSR1, whose
  * handler does nothing but interrupt a blocked read. */
-static volatile sig_atomic_t g_stop;
+static atomic_int g_stop; /* lock-free: safe in a handler, read by the stage threads */
 static pthread_t g_reader;
 
 static void on_stop(int sig)
 {
-    g_stop = sig;
+    int saved = errno;
+    atomic_store(&g_stop, sig);
     if (!pthread_equal(pthread_self(), g_reader))
         pthread_kill(g_reader, SIGUSR1);
+    errno = saved;
 }
 
 static void on_wake(int sig) { (void)sig; }

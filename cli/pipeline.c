@@ -11,6 +11,7 @@
 #include <errno.h>
 #include <math.h>
 #include <pthread.h>
+#include <signal.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -120,7 +121,7 @@ static void abort_run(pipe_t *P)
         pthread_kill(P->reader, P->c->wake_signal);
 }
 
-static bool stopping(const pipe_t *P) { return *P->c->stop || atomic_load(&P->abort); }
+static bool stopping(pipe_t *P) { return atomic_load(P->c->stop) || atomic_load(&P->abort); }
 
 static void fail_io(pipe_t *P)
 {

@@ -13,7 +13,7 @@
 #ifndef GE_CLI_PIPELINE_H
 #define GE_CLI_PIPELINE_H
 
-#include <signal.h>
+#include <stdatomic.h>
 #include <stdbool.h>
 
 #include "ge.h"
@@ -31,7 +31,7 @@ typedef struct {
     bool binary;             /* npy/f32/npz output: rows cannot carry notes */
     bool progress;           /* draw the progress line on stderr */
     unsigned long long skip; /* input records already done (--resume) */
-    volatile sig_atomic_t *stop; /* set by SIGINT/SIGTERM: stop reading, finish the rest */
+    atomic_int *stop;        /* set by SIGINT/SIGTERM: stop reading, finish the rest */
     int wake_signal;         /* sent to the reader thread to interrupt a blocked read when
                                 the run must end early (0: none) */
 } ge_pipe_cfg;

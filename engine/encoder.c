@@ -286,8 +286,10 @@ static ge_status layer_forward(ge_model *m, const ge_layer *l, int li, int T, bu
 
 /* Embed n_seq sequences laid back to back in ids (sequence s is ids[start[s] .. start[s+1]));
  * out receives n_seq L2-normalised [E] vectors. */
-static ge_status forward_wave(ge_model *m, const int32_t *ids, const int64_t *start, int n_seq,
-                              float *out, ge_err *err)
+/* One wave: the packed ids, sequence starts [n_seq + 1], and per token the media row that
+ * replaces its embedding (NULL: a text token). */
+static ge_status forward_wave(ge_model *m, const int32_t *ids, const float *const *media,
+                              const int64_t *start, int n_seq, float *out, ge_err *err)
 {
     const ge_hparams *hp = &m->hp;
     const int T = (int)start[n_seq], H = hp->n_embd, L = hp->n_layer;
@@ -314,10 +316,14 @@ static ge_status forward_wave(ge_model *m, const int32_t *ids, const int64_t *st
         m->topo.n_pcore > 0 && m->topo.n_pcore < m->max_threads)
         m->wave_threads = m->topo.n_pcore;
 
-    /* input embedding: e = token_embd[id] * sqrt(H) */
+    /* input embedding: e = token_embd[id] * sqrt(H); media rows as they are */
     const float scale = sqrtf((float)H);
     for (int t = 0; t < T; t++) {
         float *e = b.x + (size_t)t * H;
+        if (media[t]) {
+            memcpy(e, media[t], (size_t)H * sizeof *e);
+            continue;
+        }
         ge_tensor_row(&m->tok_embd, ids[t], e);
         for (int i = 0; i < H; i++)
             e[i] *= scale;
@@ -377,8 +383,33 @@ ge_status ge_embed(ge_model *m, const int32_t *ids, size_t n, float *out, ge_err
 ge_status ge_embed_batch(ge_model *m, const int32_t *const *ids, const size_t *lens, size_t n,
                          float *out, ge_err *err)
 {
+    return ge_embed_batch_media(m, ids, lens, NULL, n, out, err);
+}
+
+int ge_model_hidden(const ge_model *m) { return m->hp.n_embd; }
+
+/* The sequence's placeholders must match its media rows one for one. */
+static ge_status check_media(const ge_model *m, const int32_t *ids, size_t n,
+                             const ge_media_rows *media, ge_err *err)
+{
+    size_t k = 0;
+    for (size_t i = 0; (i += ge_tok_find_placeholder(m->tok, ids + i, n - i, NULL)) < n; i++)
+        k++;
+    size_t rows = media ? media->n : 0;
+    if (k != rows)
+        return ge_fail(err, GE_E_INPUT, "%zu media placeholders but %zu media rows", k, rows);
+    if (rows && !media->rows)
+        return ge_fail(err, GE_E_INPUT, "no media rows given");
+    return GE_OK;
+}
+
+ge_status ge_embed_batch_media(ge_model *m, const int32_t *const *ids, const size_t *lens,
+                               const ge_media_rows *media, size_t n, float *out, ge_err *err)
+{
     for (size_t s = 0; s < n; s++) {
         ge_status st = check_ids(m, ids[s], lens[s], err);
+        if (!st)
+            st = check_media(m, ids[s], lens[s], media ? &media[s] : NULL, err);
         if (st) {
             ge_err_prefix(err, "sequence %zu", s);
             return st;
@@ -390,6 +421,7 @@ ge_status ge_embed_batch(ge_model *m, const int32_t *const *ids, const size_t *l
     ge_stats before = m->stats;
     int64_t *start = malloc((n + 1) * sizeof *start);
     int32_t *buf = NULL;
+    const float **rows = NULL;
     size_t buf_cap = 0;
     ge_status st = start ? GE_OK : ge_fail(err, GE_E_NOMEM, "out of memory");
     for (size_t s0 = 0; s0 < n && !st;) {
@@ -398,18 +430,29 @@ ge_status ge_embed_batch(ge_model *m, const int32_t *const *ids, const size_t *l
             total += lens[s1++];
         if (total > buf_cap) {
             int32_t *nb = realloc(buf, total * sizeof *nb);
-            if (!nb) {
+            const float **nr = nb ? realloc(rows, total * sizeof *nr) : NULL;
+            buf = nb ? nb : buf;
+            rows = nr ? nr : rows;
+            if (!nb || !nr) {
                 st = ge_fail(err, GE_E_NOMEM, "out of memory for a %zu-token wave", total);
                 break;
             }
-            buf = nb, buf_cap = total;
+            buf_cap = total;
         }
         start[0] = 0;
         for (size_t s = s0; s < s1; s++) {
-            memcpy(buf + start[s - s0], ids[s], lens[s] * sizeof *buf);
+            int32_t *seq = buf + start[s - s0];
+            const float **r = rows + start[s - s0];
+            memcpy(seq, ids[s], lens[s] * sizeof *buf);
+            size_t next = 0; /* the next media row of this sequence */
+            for (size_t i = 0; i < lens[s]; i++) {
+                bool ph = ge_tok_find_placeholder(m->tok, seq + i, 1, NULL) == 0;
+                r[i] = ph ? media[s].rows + (next++) * (size_t)m->hp.n_embd : NULL;
+            }
             start[s - s0 + 1] = start[s - s0] + (int64_t)lens[s];
         }
-        st = forward_wave(m, buf, start, (int)(s1 - s0), out + s0 * (size_t)m->hp.n_out, err);
+        st = forward_wave(m, buf, rows, start, (int)(s1 - s0),
+                          out + s0 * (size_t)m->hp.n_out, err);
         m->stats.waves++;
         m->stats.sequences += s1 - s0;
         m->stats.tokens += total;
@@ -422,6 +465,7 @@ ge_status ge_embed_batch(ge_model *m, const int32_t *const *ids, const size_t *l
     m->stats.forward_seconds += elapsed;
     m->stats.seconds[GE_OP_OTHER] += elapsed - counted;
     free(buf);
+    free(rows);
     free(start);
     return st;
 }

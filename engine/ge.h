@@ -147,6 +147,22 @@ ge_status ge_embed(ge_model *m, const int32_t *ids, size_t n, float *out, ge_err
 ge_status ge_embed_batch(ge_model *m, const int32_t *const *ids, const size_t *lens, size_t n,
                          float *out, ge_err *err);
 
+/* Media soft tokens of one sequence: rows [n][ge_model_hidden] that replace its media
+ * placeholder tokens (<|image|>, <|audio|>, <|video|>), in sequence order, as they are
+ * (text rows are scaled by sqrt(hidden); media rows are not, SPEC.md 2.4). */
+typedef struct {
+    const float *rows;
+    size_t n;
+} ge_media_rows;
+
+/* ge_embed_batch for sequences that may hold media placeholders: media[i] (or media == NULL
+ * for none) gives sequence i's rows. GE_E_INPUT when a sequence's placeholder count differs
+ * from its row count (ge_embed_batch: when it has any placeholder). */
+ge_status ge_embed_batch_media(ge_model *m, const int32_t *const *ids, const size_t *lens,
+                               const ge_media_rows *media, size_t n, float *out, ge_err *err);
+/* The text model's hidden width (the width of media rows). */
+int ge_model_hidden(const ge_model *m);
+
 /* Where the time went, for --bench: wall time of each kind of operation since the last
  * reset, with the multiply-accumulates it did. */
 typedef enum {

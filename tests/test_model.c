@@ -75,6 +75,36 @@ int main(int argc, char **argv)
     ge_tokens_truncate(m, &t, 4);
     check(t.n == 4 && t.ids[3] == last && n > 4, "truncation keeps <eos>", "n=%zu", t.n);
     ge_tokens_free(&t);
+
+    /* media rows: a placeholder whose row is the scaled embedding of the token it replaced
+     * gives that text's vector exactly; counts must match */
+    int32_t ph = ge_tok_find(m->tok, "<|image|>", 9);
+    if (check(ph >= 0, "the tiny vocabulary has <|image|>", "missing")) {
+        ge_tokenize(m, NULL, "the cat sat on the mat", 22, &t, &err);
+        embed_text(m, "the cat sat on the mat", a, &err);
+        const int H = hp->n_embd;
+        float *rows = malloc(2 * (size_t)H * sizeof *rows);
+        size_t pos[2] = {2, t.n - 2};
+        for (int k = 0; k < 2; k++) {
+            ge_tensor_row(&m->tok_embd, t.ids[pos[k]], rows + (size_t)k * H);
+            for (int i = 0; i < H; i++)
+                rows[(size_t)k * H + i] *= sqrtf((float)H);
+            t.ids[pos[k]] = ph;
+        }
+        const int32_t *ids = t.ids;
+        ge_media_rows mr = {rows, 2};
+        ge_status st = ge_embed_batch_media(m, &ids, &t.n, &mr, 1, b, &err);
+        check(st == GE_OK && memcmp(a, b, 768 * 4) == 0,
+              "media rows equal to the scaled token rows give the text's vector", "%s",
+              st ? err.msg : "differs");
+        mr.n = 1;
+        check(ge_embed_batch_media(m, &ids, &t.n, &mr, 1, b, &err) == GE_E_INPUT,
+              "fewer media rows than placeholders rejected", "%s", err.msg);
+        check(ge_embed(m, t.ids, t.n, b, &err) == GE_E_INPUT,
+              "a placeholder without media rows rejected", "%s", err.msg);
+        free(rows);
+        ge_tokens_free(&t);
+    }
     free(a), free(b), free(c);
     ge_model_free(m);
 
