@@ -20,7 +20,12 @@ static void attn_task(void *ctx, int64_t task, int worker)
 
 void ge_attention(ge_model *m, const ge_attn_args *a, int64_t n_tok)
 {
-    const ge_kern *k = m->cfg.v[GE_CFG_FLASH] ? m->kern : ge_kern_get(GE_TIER_SCALAR);
+    ge_attention_with(m, a, n_tok, m->cfg.v[GE_CFG_FLASH]);
+}
+
+void ge_attention_with(ge_model *m, const ge_attn_args *a, int64_t n_tok, bool fast)
+{
+    const ge_kern *k = fast ? m->kern : ge_kern_get(GE_TIER_SCALAR);
     attn_job j = {a, k->attn, n_tok, (n_tok + QUERY_BLOCK - 1) / QUERY_BLOCK};
     double t0 = ge_now();
     ge_parallel(m, (int64_t)a->n_head * j.n_qb, 0, attn_task, &j);

@@ -258,8 +258,8 @@ static ge_status quantize(ge_model *m, const ge_kern *k, const float *x, int n_t
     return GE_OK;
 }
 
-ge_status ge_linear_many(ge_model *m, const float *x, int n_tok, const ge_linear_out *outs,
-                         int n_outs, ge_err *err)
+static ge_status linear_many(ge_model *m, const float *x, int n_tok, const ge_linear_out *outs,
+                             int n_outs, bool fast, ge_err *err)
 {
     gemm_job j = {.m = m, .x = x, .n_tok = n_tok, .n = n_outs};
     j.n_tb = (n_tok + TOKEN_BLOCK - 1) / TOKEN_BLOCK;
@@ -277,7 +277,9 @@ ge_status ge_linear_many(ge_model *m, const float *x, int n_tok, const ge_linear
         j.o[i].k = NULL;
         int group = 16;
         const ge_kern *k;
-        if (w->type == GE_T_Q8_0 && (k = q8_kernels(m, n_tok))) {
+        if (!fast) {
+            /* the reference row dots */
+        } else if (w->type == GE_T_Q8_0 && (k = q8_kernels(m, n_tok))) {
             j.o[i].k = k, j.o[i].kind = PACK_Q8, group = k->q8_row_group;
             qk = k;
         } else if ((k = sg_kernels(m, w->type))) {
@@ -306,6 +308,18 @@ ge_status ge_linear_many(ge_model *m, const float *x, int n_tok, const ge_linear
     for (int i = 0; i < n_outs; i++)
         m->stats.macs[op] += (double)n_tok * (double)outs[i].w->ne0 * (double)outs[i].w->ne1;
     return GE_OK;
+}
+
+ge_status ge_linear_many(ge_model *m, const float *x, int n_tok, const ge_linear_out *outs,
+                         int n_outs, ge_err *err)
+{
+    return linear_many(m, x, n_tok, outs, n_outs, true, err);
+}
+
+ge_status ge_linear_many_ref(ge_model *m, const float *x, int n_tok, const ge_linear_out *outs,
+                             int n_outs, ge_err *err)
+{
+    return linear_many(m, x, n_tok, outs, n_outs, false, err);
 }
 
 ge_status ge_linear_prepack(ge_model *m, ge_err *err)

@@ -13,27 +13,36 @@
 /* Context limit per record (SPEC.md 2.5): the trained length, whatever the config says. */
 #define GE_CONTEXT_LIMIT 8192
 
-static ge_status bind(const ge_gguf *g, const char *name, int64_t ne0, int64_t ne1,
-                      ge_tensor *t, ge_err *err)
+ge_status ge_tensor_bind(const ge_gguf *g, const char *name, const int64_t ne[4], int split,
+                         ge_tensor *t, ge_err *err)
 {
     const ge_gguf_tensor *gt = ge_gguf_tensor_find(g, name);
     if (!gt)
-        return ge_fail(err, GE_E_FORMAT, "%s: tensor %s is missing (expected shape {%lld, %lld})",
-                       g->path, name, (long long)ne0, (long long)ne1);
-    bool shape_ok = gt->ne[0] == (uint64_t)ne0 && gt->ne[1] == (uint64_t)ne1 &&
-                    gt->ne[2] == 1 && gt->ne[3] == 1;
+        return ge_fail(err, GE_E_FORMAT, "%s: tensor %s is missing (expected shape {%lld, %lld, "
+                       "%lld, %lld})", g->path, name, (long long)ne[0], (long long)ne[1],
+                       (long long)ne[2], (long long)ne[3]);
+    bool shape_ok = true;
+    for (int i = 0; i < 4; i++)
+        shape_ok = shape_ok && gt->ne[i] == (uint64_t)ne[i];
     if (!shape_ok)
         return ge_fail(err, GE_E_FORMAT,
-                       "%s: tensor %s: expected shape {%lld, %lld}, found {%llu, %llu, %llu, %llu}"
-                       " (%u dims)",
-                       g->path, name, (long long)ne0, (long long)ne1,
-                       (unsigned long long)gt->ne[0], (unsigned long long)gt->ne[1],
-                       (unsigned long long)gt->ne[2], (unsigned long long)gt->ne[3], gt->n_dims);
+                       "%s: tensor %s: expected shape {%lld, %lld, %lld, %lld}, found {%llu, "
+                       "%llu, %llu, %llu} (%u dims)",
+                       g->path, name, (long long)ne[0], (long long)ne[1], (long long)ne[2],
+                       (long long)ne[3], (unsigned long long)gt->ne[0],
+                       (unsigned long long)gt->ne[1], (unsigned long long)gt->ne[2],
+                       (unsigned long long)gt->ne[3], gt->n_dims);
     const ge_dtype_info *ti = ge_dtype(gt->type);
     if (!ti->supported)
         return ge_fail(err, GE_E_UNSUPPORTED,
                        "%s: tensor %s: type %s is not supported (F32, F16, BF16, Q8_0 are)",
                        g->path, name, ti->name);
+    int64_t ne0 = 1, ne1 = 1;
+    for (int i = 0; i < 4; i++)
+        *(i < split ? &ne0 : &ne1) *= ne[i];
+    if (ne0 % ti->block)
+        return ge_fail(err, GE_E_FORMAT, "%s: tensor %s: rows of %lld values do not split into "
+                       "%s blocks", g->path, name, (long long)ne0, ti->name);
     t->name = gt->name;
     t->type = gt->type;
     t->ne0 = ne0;
@@ -41,6 +50,12 @@ static ge_status bind(const ge_gguf *g, const char *name, int64_t ne0, int64_t n
     t->row_bytes = (size_t)ne0 / ti->block * ti->bytes;
     t->data = gt->data;
     return GE_OK;
+}
+
+static ge_status bind(const ge_gguf *g, const char *name, int64_t ne0, int64_t ne1,
+                      ge_tensor *t, ge_err *err)
+{
+    return ge_tensor_bind(g, name, (int64_t[4]){ne0, ne1, 1, 1}, 1, t, err);
 }
 
 static ge_status bind_layer(const ge_gguf *g, const ge_hparams *hp, int i, ge_layer *l,
@@ -346,6 +361,18 @@ void ge_model_free(ge_model *m)
     free(m->layers);
     ge_gguf_close(m->gguf);
     free(m);
+}
+
+ge_status ge_model_row_scratch(ge_model *m, int64_t n, ge_err *err)
+{
+    if ((size_t)n <= m->row_scratch_len)
+        return GE_OK;
+    float *r = realloc(m->row_scratch, (size_t)m->threads * (size_t)n * sizeof *r);
+    if (!r)
+        return ge_fail(err, GE_E_NOMEM, "out of memory");
+    m->row_scratch = r;
+    m->row_scratch_len = (size_t)n;
+    return GE_OK;
 }
 
 int ge_model_dim(const ge_model *m) { return m->hp.n_out; }

@@ -76,6 +76,14 @@ struct ge_model {
     char describe[256];
 };
 
+/* Bind tensor name of a GGUF with exactly the ggml shape ne[4] as a matrix: rows of the
+ * product of ne[0..split) values, as many rows as the product of the rest. A missing tensor,
+ * another shape or an unsupported type is GE_E_FORMAT / GE_E_UNSUPPORTED naming the file. */
+ge_status ge_tensor_bind(const ge_gguf *g, const char *name, const int64_t ne[4], int split,
+                         ge_tensor *t, ge_err *err);
+/* Grow the per-worker weight-row scratch to rows of n values (towers wider than the text). */
+ge_status ge_model_row_scratch(ge_model *m, int64_t n, ge_err *err);
+
 /* Monotonic seconds, for the stats. */
 double ge_now(void);
 
@@ -89,6 +97,9 @@ typedef struct {
 /* y_i = x W_i^T for several weights sharing the input x [n_tok, ne0] (quantised once). */
 ge_status ge_linear_many(ge_model *m, const float *x, int n_tok, const ge_linear_out *outs,
                          int n_outs, ge_err *err);
+/* The same through the reference path only (fp32 row dots): the media towers' reference. */
+ge_status ge_linear_many_ref(ge_model *m, const float *x, int n_tok, const ge_linear_out *outs,
+                             int n_outs, ge_err *err);
 /* Repack every weight the fast paths use (--prepack). */
 ge_status ge_linear_prepack(ge_model *m, ge_err *err);
 void ge_linear_cache_free(ge_model *m);
@@ -97,6 +108,22 @@ void ge_linear_cache_free(ge_model *m);
 
 /* Attention for one layer over a packed wave (kern.h ge_attn_args), flash or reference. */
 void ge_attention(ge_model *m, const ge_attn_args *a, int64_t n_tok);
+/* The same with the path chosen by the caller (fast: the tier's tiled kernel). */
+void ge_attention_with(ge_model *m, const ge_attn_args *a, int64_t n_tok, bool fast);
+
+/* ---- vision.c: the gemma4v tower of an mmproj file ---------------------------------------- */
+
+typedef struct ge_vision ge_vision;
+/* Open and bind an mmproj's vision tower; its projection must give text_hidden values. */
+ge_status ge_vision_open(ge_vision **out, const char *path, int text_hidden, ge_err *err);
+void ge_vision_free(ge_vision *v); /* accepts NULL */
+int ge_vision_patch(const ge_vision *v);  /* patch side in pixels (16) */
+int ge_vision_widest(const ge_vision *v); /* widest linear input */
+/* Soft tokens of one image: patches [n][patch * patch * 3] in [0, 1] ((y, x, channel) order,
+ * row-major over the pw x ph grid), positions pos[2 t] = x, pos[2 t + 1] = y; out gets
+ * (pw / 3) * (ph / 3) rows of text_hidden values. fast: the fast path, else the reference. */
+ge_status ge_vision_encode(ge_model *m, const ge_vision *v, bool fast, const float *patches,
+                           const int32_t *pos, int n, int pw, int ph, float *out, ge_err *err);
 
 /* Run fn over n tasks on the model's pool (at most max threads; 0 = the configured cap). */
 void ge_parallel(ge_model *m, int64_t n, int max, ge_task_fn fn, void *ctx);
