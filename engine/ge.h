@@ -131,6 +131,22 @@ typedef struct {
  * with out unchanged. Appends to out (which starts zeroed or cleared with out->n = 0). */
 ge_status ge_tokenize(const ge_model *m, const char *prefix, const char *text, size_t len,
                       ge_tokens *out, ge_err *err);
+/* One part of a record with media, in order: a text, or a media item of n_soft soft tokens. */
+typedef enum { GE_PART_TEXT, GE_PART_IMAGE, GE_PART_AUDIO, GE_PART_VIDEO_FRAME } ge_part_kind;
+typedef struct {
+    ge_part_kind kind;
+    const char *text; /* GE_PART_TEXT: UTF-8 */
+    size_t len;
+    int n_soft;       /* media: its soft-token count */
+} ge_part;
+
+/* Tokenize a record of parts as the Sentence Transformers template lays it out (SPEC.md 2.3):
+ * <bos>, prefix and the parts in order as one string (adjacent texts merge under BPE), each
+ * media item as its block: <|image> + <|image|> x n_soft + <image|> (audio: <|audio> ...
+ * <audio|>; a video frame: <|image> + <|video|> x n_soft + <image|>), then <eos>. The texts
+ * themselves may hold no media placeholder (GE_E_INPUT). Appends to out. */
+ge_status ge_tokenize_parts(const ge_model *m, const char *prefix, const ge_part *parts,
+                            size_t n, ge_tokens *out, ge_err *err);
 /* Cut a tokenized record to at most max tokens, keeping the final <eos> when present. */
 void ge_tokens_truncate(const ge_model *m, ge_tokens *t, size_t max);
 void ge_tokens_free(ge_tokens *t); /* frees ids; accepts NULL */

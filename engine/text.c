@@ -59,6 +59,92 @@ ge_status ge_tokenize(const ge_model *m, const char *prefix, const char *text, s
                    "a text record cannot hold media placeholders", ph);
 }
 
+/* Placeholder, opening and closing pieces of each media kind (SPEC.md 2.3). */
+static const char *const BLOCK[][3] = {
+    [GE_PART_IMAGE] = {"<|image|>", "<|image>", "<image|>"},
+    [GE_PART_AUDIO] = {"<|audio|>", "<|audio>", "<audio|>"},
+    [GE_PART_VIDEO_FRAME] = {"<|video|>", "<|image>", "<image|>"},
+};
+
+static ge_status push_id(ge_tokens *t, int32_t id, ge_err *err)
+{
+    if (t->n == t->cap) {
+        size_t cap = t->cap ? t->cap * 2 : 64;
+        int32_t *ids = realloc(t->ids, cap * sizeof *ids);
+        if (!ids)
+            return ge_fail(err, GE_E_NOMEM, "out of memory");
+        t->ids = ids, t->cap = cap;
+    }
+    t->ids[t->n++] = id;
+    return GE_OK;
+}
+
+ge_status ge_tokenize_parts(const ge_model *m, const char *prefix, const ge_part *parts,
+                            size_t n, ge_tokens *out, ge_err *err)
+{
+    /* one string: the prefix, the texts, and one placeholder piece per media item */
+    size_t len = prefix ? strlen(prefix) : 0, at = 0;
+    for (size_t i = 0; i < n; i++) {
+        if (parts[i].kind == GE_PART_TEXT) {
+            for (int k = GE_PART_IMAGE; k <= GE_PART_VIDEO_FRAME; k++)
+                if (memmem(parts[i].text, parts[i].len, BLOCK[k][0], strlen(BLOCK[k][0])))
+                    return ge_fail(err, GE_E_INPUT, "text part %zu contains the media "
+                                   "placeholder %s", i + 1, BLOCK[k][0]);
+            len += parts[i].len;
+        } else {
+            len += strlen(BLOCK[parts[i].kind][0]);
+        }
+    }
+    char *s = malloc(len + 1);
+    ge_tokens mid = {0};
+    if (!s)
+        return ge_fail(err, GE_E_NOMEM, "out of memory");
+    if (prefix)
+        memcpy(s, prefix, strlen(prefix)), at = strlen(prefix);
+    for (size_t i = 0; i < n; i++) {
+        const char *p = parts[i].kind == GE_PART_TEXT ? parts[i].text : BLOCK[parts[i].kind][0];
+        size_t pl = parts[i].kind == GE_PART_TEXT ? parts[i].len : strlen(p);
+        memcpy(s + at, p, pl);
+        at += pl;
+    }
+    ge_status st = ge_tok_encode(m->tok, s, len, true, &mid, err);
+    free(s);
+    /* expand each placeholder, in order, into its media item's block */
+    size_t start = out->n, next = 0;
+    for (size_t i = 0; !st && i < mid.n; i++) {
+        if (ge_tok_find_placeholder(m->tok, mid.ids + i, 1, NULL) == 1) {
+            st = push_id(out, mid.ids[i], err);
+            continue;
+        }
+        while (next < n && parts[next].kind == GE_PART_TEXT)
+            next++;
+        if (next == n) { /* cannot happen: the texts hold no placeholder */
+            st = ge_fail(err, GE_E_INTERNAL, "more placeholders than media items");
+            break;
+        }
+        const ge_part *p = &parts[next++];
+        int32_t ids[3];
+        for (int k = 0; k < 3; k++)
+            if ((ids[k] = ge_tok_find(m->tok, BLOCK[p->kind][k], strlen(BLOCK[p->kind][k]))) < 0)
+                st = ge_fail(err, GE_E_UNSUPPORTED, "the vocabulary has no %s token",
+                             BLOCK[p->kind][k]);
+        if (!st)
+            st = push_id(out, ids[1], err);
+        for (int k = 0; !st && k < p->n_soft; k++)
+            st = push_id(out, ids[0], err);
+        if (!st)
+            st = push_id(out, ids[2], err);
+    }
+    while (!st && next < n && parts[next].kind == GE_PART_TEXT)
+        next++;
+    if (!st && next < n) /* special pieces are split out before BPE: cannot happen */
+        st = ge_fail(err, GE_E_INTERNAL, "fewer placeholders than media items");
+    ge_tokens_free(&mid);
+    if (st)
+        out->n = start;
+    return st;
+}
+
 void ge_tokens_truncate(const ge_model *m, ge_tokens *t, size_t max)
 {
     if (t->n <= max || max == 0)

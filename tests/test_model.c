@@ -104,6 +104,31 @@ int main(int argc, char **argv)
               "a placeholder without media rows rejected", "%s", err.msg);
         free(rows);
         ge_tokens_free(&t);
+
+        /* parts: <bos> query: a photo <|image> <|image|> x4 <image|> of a cat <eos> */
+        ge_tokens want = {0}, got = {0}, piece = {0};
+        ge_tokenize(m, "query: ", "a photo", 7, &piece, &err);
+        for (size_t i = 0; i + 1 < piece.n; i++) /* up to its <eos> */
+            want.ids = realloc(want.ids, (want.n + 1) * 4), want.ids[want.n++] = piece.ids[i];
+        int32_t block[6] = {ge_tok_find(m->tok, "<|image>", 8), ph, ph, ph, ph,
+                            ge_tok_find(m->tok, "<image|>", 8)};
+        want.ids = realloc(want.ids, (want.n + 6) * 4);
+        memcpy(want.ids + want.n, block, sizeof block), want.n += 6;
+        piece.n = 0;
+        ge_tokenize(m, NULL, " of a cat", 9, &piece, &err);
+        want.ids = realloc(want.ids, (want.n + piece.n) * 4);
+        memcpy(want.ids + want.n, piece.ids + 1, (piece.n - 1) * 4), want.n += piece.n - 1;
+        ge_part parts[] = {{GE_PART_TEXT, "a photo", 7, 0}, {GE_PART_IMAGE, NULL, 0, 4},
+                           {GE_PART_TEXT, " of a cat", 9, 0}};
+        ge_status st2 = ge_tokenize_parts(m, "query: ", parts, 3, &got, &err);
+        check(st2 == GE_OK && got.n == want.n && !memcmp(got.ids, want.ids, want.n * 4),
+              "parts: prompt and texts around the image block, in order", "%s n %zu/%zu",
+              st2 ? err.msg : "ids differ", got.n, want.n);
+        parts[0].text = "a <|image|> photo", parts[0].len = 17;
+        got.n = 0;
+        check(ge_tokenize_parts(m, NULL, parts, 3, &got, &err) == GE_E_INPUT && got.n == 0,
+              "parts: a placeholder written in a text is refused", "%s", err.msg);
+        ge_tokens_free(&want), ge_tokens_free(&got), ge_tokens_free(&piece);
     }
     free(a), free(b), free(c);
     ge_model_free(m);
