@@ -50,6 +50,8 @@ LIB_OBJ     = $(patsubst %.c,$(BUILD)/%.o,$(ENGINE_SRC) $(KERNEL_SRC))
 CLI_OBJ     = $(patsubst %.c,$(BUILD)/%.o,$(CLI_SRC))
 TEST_SRC    = $(wildcard tests/test_*.c)
 TEST_BIN    = $(patsubst tests/%.c,$(BUILD)/tests/%,$(TEST_SRC))
+# helpers that tests drive (not tests themselves: tests/run runs only test_*)
+TEST_TOOLS  = $(patsubst tests/%.c,$(BUILD)/tests/%,$(wildcard tests/*_dump.c))
 
 all: $(BIN)
 
@@ -64,7 +66,7 @@ $(BUILD)/tests/%: tests/%.c $(LIB_OBJ)
 	@mkdir -p $(dir $@)
 	$(CC) $(WARN) $(CFLAGS) $(CPPFLAGS) $(LDFLAGS) -o $@ $^ $(LDLIBS)
 
-tests: $(BIN) $(TEST_BIN)
+tests: $(BIN) $(TEST_BIN) $(TEST_TOOLS)
 
 # The README's first command: embed the bundled demo records with the generated tiny model
 # (random weights: the vectors show the pipeline, not meaning; see README "Models").
