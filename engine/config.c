@@ -34,6 +34,8 @@ static const ge_switch switches[] = {
      "repack all weights before the first record"},
     {GE_CFG_WAVE_TOKENS, "wave-tokens", 0, "GEMMAEMBED_WAVE_TOKENS", GE_SW_INT, 2048, 0,
      1 << 20, "N", "2048", "tokens per shared wave of short records (0: no packing)"},
+    {GE_CFG_MEDIA_FAST, "media-fast", 0, "EI_GEMMA2_CPU_MEDIA_FAST", GE_SW_BOOL, 1, 0, 1, NULL,
+     "on", "fast media towers (off: the reference towers)"},
 };
 
 const ge_switch *ge_config_switches(size_t *n)

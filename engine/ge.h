@@ -55,7 +55,7 @@ typedef enum { GE_SRC_DEFAULT = 0, GE_SRC_ENV, GE_SRC_FLAG } ge_source;
 typedef enum {
     GE_CFG_THREADS, GE_CFG_THREAD_CAP, GE_CFG_CPU_TIER, GE_CFG_HYBRID, GE_CFG_HYBRID_TOKENS,
     GE_CFG_FLASH, GE_CFG_VNNI256, GE_CFG_VNNI256_SHORT, GE_CFG_SGEMM, GE_CFG_RELEASE_WEIGHTS,
-    GE_CFG_PREPACK, GE_CFG_WAVE_TOKENS, GE_CFG_COUNT
+    GE_CFG_PREPACK, GE_CFG_WAVE_TOKENS, GE_CFG_MEDIA_FAST, GE_CFG_COUNT
 } ge_cfg_id;
 
 typedef struct {
@@ -179,6 +179,19 @@ ge_status ge_embed_batch_media(ge_model *m, const int32_t *const *ids, const siz
 /* The text model's hidden width (the width of media rows). */
 int ge_model_hidden(const ge_model *m);
 
+/* ---- media towers (mmproj files) --------------------------------------------------------- */
+
+/* Take the vision tower from the mmproj at path: opened and checked when the first image
+ * needs it (a file that fails then fails every image record with the same message), or now
+ * with --prepack. */
+ge_status ge_model_set_mmproj(ge_model *m, const char *path, ge_err *err);
+/* Soft tokens of one preprocessed image (see ge_image_patchify): patches [pw * ph][768] in
+ * [0, 1], positions pos[2 t] = x, pos[2 t + 1] = y; rows gets (pw / 3) * (ph / 3) rows of
+ * ge_model_hidden values. --media-fast picks the fast tower, else the reference tower.
+ * GE_E_USAGE when no mmproj was given. */
+ge_status ge_model_encode_image(ge_model *m, const float *patches, const int32_t *pos, int pw,
+                                int ph, float *rows, ge_err *err);
+
 /* Where the time went, for --bench: wall time of each kind of operation since the last
  * reset, with the multiply-accumulates it did. */
 typedef enum {
@@ -191,6 +204,8 @@ typedef struct {
     unsigned long long calls[GE_OP_COUNT];
     double forward_seconds; /* all of ge_embed / ge_embed_batch */
     unsigned long long tokens, sequences, waves;
+    double vision_seconds;      /* all of ge_model_encode_image */
+    unsigned long long images;
 } ge_stats;
 const char *ge_op_name(ge_op op);
 void ge_model_stats(const ge_model *m, ge_stats *out);

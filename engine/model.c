@@ -358,6 +358,8 @@ void ge_model_free(ge_model *m)
     for (int i = 0; i < 2; i++)
         free(m->rope_cos[i]), free(m->rope_sin[i]);
     ge_tok_free(m->tok);
+    ge_vision_free(m->vision);
+    free(m->mmproj);
     free(m->layers);
     ge_gguf_close(m->gguf);
     free(m);
@@ -373,6 +375,50 @@ ge_status ge_model_row_scratch(ge_model *m, int64_t n, ge_err *err)
     m->row_scratch = r;
     m->row_scratch_len = (size_t)n;
     return GE_OK;
+}
+
+/* The vision tower, opened on first use; a failure is kept and given to every later call. */
+static ge_status vision(ge_model *m, ge_err *err)
+{
+    if (m->vision)
+        return GE_OK;
+    if (!m->mmproj)
+        return ge_fail(err, GE_E_USAGE, "images need a vision tower: give --mmproj");
+    if (m->vision_err.code == GE_OK) {
+        ge_err e = {0};
+        ge_status st = ge_vision_open(&m->vision, m->mmproj, m->hp.n_embd, &e);
+        if (!st)
+            return GE_OK;
+        m->vision_err = e;
+        m->vision_err.code = st;
+    }
+    *err = m->vision_err;
+    return m->vision_err.code;
+}
+
+ge_status ge_model_set_mmproj(ge_model *m, const char *path, ge_err *err)
+{
+    free(m->mmproj);
+    ge_vision_free(m->vision);
+    m->vision = NULL;
+    memset(&m->vision_err, 0, sizeof m->vision_err);
+    if (!(m->mmproj = strdup(path)))
+        return ge_fail(err, GE_E_NOMEM, "out of memory");
+    return m->cfg.v[GE_CFG_PREPACK] ? vision(m, err) : GE_OK;
+}
+
+ge_status ge_model_encode_image(ge_model *m, const float *patches, const int32_t *pos, int pw,
+                                int ph, float *rows, ge_err *err)
+{
+    ge_status st = vision(m, err);
+    if (st)
+        return st;
+    double t0 = ge_now();
+    st = ge_vision_encode(m, m->vision, m->cfg.v[GE_CFG_MEDIA_FAST], patches, pos, pw * ph, pw,
+                          ph, rows, err);
+    m->stats.vision_seconds += ge_now() - t0;
+    m->stats.images++;
+    return st;
 }
 
 int ge_model_dim(const ge_model *m) { return m->hp.n_out; }

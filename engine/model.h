@@ -50,6 +50,7 @@ typedef struct {
 } ge_hparams;
 
 typedef struct ge_packed_cache ge_packed_cache; /* linear.c */
+typedef struct ge_vision ge_vision;             /* vision.c */
 
 struct ge_model {
     ge_config cfg;
@@ -72,6 +73,9 @@ struct ge_model {
     ge_tensor out_norm;        /* {H} */
     ge_tensor out_proj;        /* {H, E} */
     ge_tok *tok;
+    char *mmproj;              /* --mmproj path for the vision tower, NULL: none */
+    ge_vision *vision;         /* opened on the first image */
+    ge_err vision_err;         /* why it could not be opened (code GE_OK: not tried yet) */
     ge_stats stats;
     char describe[256];
 };
@@ -113,7 +117,6 @@ void ge_attention_with(ge_model *m, const ge_attn_args *a, int64_t n_tok, bool f
 
 /* ---- vision.c: the gemma4v tower of an mmproj file ---------------------------------------- */
 
-typedef struct ge_vision ge_vision;
 /* Open and bind an mmproj's vision tower; its projection must give text_hidden values. */
 ge_status ge_vision_open(ge_vision **out, const char *path, int text_hidden, ge_err *err);
 void ge_vision_free(ge_vision *v); /* accepts NULL */
