@@ -20,6 +20,7 @@
 #include <unistd.h>
 #include <zlib.h>
 
+#include "base64.h"
 #include "json_span.h"
 
 /* jansson flags for records:
@@ -31,8 +32,8 @@
  *  - ALLOW_NUL: "\u0000" in a text is legal JSON and the tokenizer takes lengths. */
 #define JSON_FLAGS (JSON_DECODE_ANY | JSON_DECODE_INT_AS_REAL | JSON_REJECT_DUPLICATES | JSON_ALLOW_NUL)
 
-/* Fields that select a modality this version cannot embed yet. */
-static const char *const MEDIA_KEYS[] = {"image", "audio", "video", "image_b64", "audio_b64"};
+/* Most items in one record (a content array longer than this is an error record). */
+#define MAX_ITEMS 256
 
 struct ge_in {
     char **paths;
@@ -70,6 +71,9 @@ struct ge_in {
     char idbuf[24];     /* a line number written as an id */
     char *idjson;       /* files input: the path as a JSON string */
     size_t idjson_len;
+    ge_rec_item items[MAX_ITEMS]; /* the current record's media items */
+    char *item_data[MAX_ITEMS];   /* their NUL-terminated paths or decoded bytes (owned) */
+    size_t n_items;
 };
 
 ge_status ge_in_check(const char *path, ge_err *err)
@@ -143,6 +147,8 @@ void ge_in_free(ge_in *in)
     free(in->prefix);
     free(in->subst);
     free(in->idjson);
+    for (size_t i = 0; i < in->n_items; i++)
+        free(in->item_data[i]);
     free(in->buf);
     free(in->line);
     free(in->zbuf);
@@ -517,6 +523,170 @@ static json_t *string_member(json_t *root, const char *key, bool nul_ok, bool *b
     return v;
 }
 
+/* ---- media items ------------------------------------------------------------------------ */
+
+static const char *const KIND_NAME[] = {"text", "image", "audio", "video"};
+
+/* Add an item; its data is copied (a NUL-terminated path, or the decoded bytes of inline
+ * base64 / a data: URI). Returns false with the record failed. */
+static bool add_item(ge_in *in, ge_rec *r, ge_item_kind kind, const char *s, size_t n,
+                     bool base64)
+{
+    if (in->n_items == MAX_ITEMS) {
+        rec_fail(in, r, "bad_record", "more than %d items in one record", MAX_ITEMS);
+        return false;
+    }
+    ge_rec_item *it = &in->items[in->n_items];
+    it->kind = kind;
+    it->inline_bytes = false;
+    if (kind == GE_ITEM_TEXT) {
+        it->data = s, it->len = n;
+        in->item_data[in->n_items++] = NULL;
+        return true;
+    }
+    if (n >= 5 && strncmp(s, "data:", 5) == 0) { /* data:[type][;base64],DATA */
+        const char *comma = memchr(s, ',', n);
+        if (!comma || comma - s < 12 || strncmp(comma - 7, ";base64", 7) != 0) {
+            rec_fail(in, r, "bad_record", "%s: only base64 data: URIs are read",
+                     KIND_NAME[kind]);
+            return false;
+        }
+        n -= (size_t)(comma + 1 - s), s = comma + 1, base64 = true;
+    } else if (!base64 && (strncmp(s, "http://", 7) == 0 || strncmp(s, "https://", 8) == 0)) {
+        rec_fail(in, r, "unsupported", "%s: remote URLs are not fetched; give a local path or "
+                 "the data inline", KIND_NAME[kind]);
+        return false;
+    }
+    char *copy = malloc(base64 ? n / 4 * 3 + 3 : n + 1);
+    if (!copy) {
+        rec_fail(in, r, "internal", "out of memory");
+        return false;
+    }
+    if (base64) {
+        if (!ge_base64_decode(s, n, (unsigned char *)copy, &it->len) || it->len == 0) {
+            free(copy);
+            rec_fail(in, r, "bad_record", "%s: the inline data is not valid base64",
+                     KIND_NAME[kind]);
+            return false;
+        }
+        it->inline_bytes = true;
+    } else {
+        if (n == 0 || memchr(s, 0, n)) {
+            free(copy);
+            rec_fail(in, r, "bad_record", "%s: %s", KIND_NAME[kind],
+                     n ? "the path contains a NUL byte" : "the path is empty");
+            return false;
+        }
+        memcpy(copy, s, n);
+        copy[n] = 0;
+        it->len = n;
+    }
+    it->data = copy;
+    in->item_data[in->n_items++] = copy;
+    return true;
+}
+
+/* The item a "content" array element describes: {"type": "text", "text": ...} or
+ * {"type": "image" | "audio" | "video", and the media in "path", "url", the type's own key
+ * or "data" (base64)}. */
+static bool content_item(ge_in *in, ge_rec *r, json_t *el, size_t i)
+{
+    json_t *type = json_object_get(el, "type");
+    int kind = -1;
+    for (int k = 0; json_is_string(type) && k < 4; k++)
+        if (strcmp(json_string_value(type), KIND_NAME[k]) == 0)
+            kind = k;
+    if (!json_is_object(el) || kind < 0) {
+        rec_fail(in, r, "bad_record", "content item %zu needs a \"type\" of text, image, "
+                 "audio or video", i + 1);
+        return false;
+    }
+    const char *keys[] = {kind == GE_ITEM_TEXT ? "text" : "path", "url", KIND_NAME[kind], "data"};
+    for (size_t k = 0; k < (kind == GE_ITEM_TEXT ? 1u : 4u); k++) {
+        json_t *v = json_object_get(el, keys[k]);
+        if (!v)
+            continue;
+        if (!json_is_string(v)) {
+            rec_fail(in, r, "bad_record", "content item %zu: \"%s\" must be a string", i + 1,
+                     keys[k]);
+            return false;
+        }
+        return add_item(in, r, (ge_item_kind)kind, json_string_value(v), json_string_length(v),
+                        k == 3);
+    }
+    rec_fail(in, r, "bad_record", "content item %zu (%s) has no %s", i + 1, KIND_NAME[kind],
+             kind == GE_ITEM_TEXT ? "\"text\"" : "\"path\", \"url\" or \"data\"");
+    return false;
+}
+
+/* A record with media: a "content" array, or "image"/"image_b64"/"audio"/"audio_b64"/"video"
+ * fields (media first, then "text" when there is one, as an image and its caption). */
+static void media_record(ge_in *in, ge_rec *r, json_t *root, json_t *content)
+{
+    bool bad_prompt = false, bad_title = false, ok = true;
+    if (json_is_array(content)) {
+        if (json_object_get(root, "text")) {
+            rec_fail(in, r, "bad_record", "a record has either a \"content\" array or "
+                     "\"text\", not both");
+            return;
+        }
+        for (size_t i = 0; ok && i < json_array_size(content); i++)
+            ok = content_item(in, r, json_array_get(content, i), i);
+        if (ok && in->n_items == 0) {
+            rec_fail(in, r, "bad_record", "the \"content\" array is empty");
+            return;
+        }
+    } else {
+        static const struct {
+            const char *key;
+            ge_item_kind kind;
+            bool base64;
+        } fields[] = {{"image", GE_ITEM_IMAGE, false}, {"image_b64", GE_ITEM_IMAGE, true},
+                      {"video", GE_ITEM_VIDEO, false}, {"audio", GE_ITEM_AUDIO, false},
+                      {"audio_b64", GE_ITEM_AUDIO, true}};
+        for (size_t k = 0; ok && k < sizeof fields / sizeof fields[0]; k++) {
+            json_t *v = json_object_get(root, fields[k].key);
+            if (!v)
+                continue;
+            if (!json_is_string(v)) {
+                rec_fail(in, r, "bad_record", "\"%s\" must be a string", fields[k].key);
+                return;
+            }
+            ok = add_item(in, r, fields[k].kind, json_string_value(v), json_string_length(v),
+                          fields[k].base64);
+        }
+        bool bad_text = false;
+        json_t *text = string_member(root, "text", true, &bad_text);
+        if (!text && !bad_text)
+            text = string_member(root, "content", true, &bad_text);
+        if (bad_text) {
+            rec_fail(in, r, "bad_record", "\"text\" must be a string");
+            return;
+        }
+        if (ok && text)
+            ok = add_item(in, r, GE_ITEM_TEXT, json_string_value(text), json_string_length(text),
+                          false);
+    }
+    if (!ok)
+        return;
+    json_t *prompt = string_member(root, "prompt", false, &bad_prompt);
+    json_t *title = string_member(root, "title", false, &bad_title);
+    if (bad_prompt || bad_title) {
+        rec_fail(in, r, "bad_record", "\"%s\" must be a string without NUL characters",
+                 bad_prompt ? "prompt" : "title");
+        return;
+    }
+    for (size_t i = 0; i < in->n_items; i++)
+        if (in->items[i].kind == GE_ITEM_TEXT &&
+            ge_utf8_check(in->items[i].data, in->items[i].len) < in->items[i].len) {
+            rec_fail(in, r, "bad_utf8", "text item %zu is not valid UTF-8", i + 1);
+            return;
+        }
+    r->items = in->items;
+    r->n_items = in->n_items;
+    record_prefix(in, r, prompt, title);
+}
+
 static void parse_jsonl(ge_in *in, ge_rec *r)
 {
     const char *s = in->line;
@@ -553,18 +723,13 @@ static void parse_jsonl(ge_in *in, ge_rec *r)
         r->id_len = len;
     }
 
-    for (size_t k = 0; k < sizeof MEDIA_KEYS / sizeof MEDIA_KEYS[0]; k++) {
-        if (json_object_get(root, MEDIA_KEYS[k])) {
-            rec_fail(in, r, "unsupported", "%s: modality not available yet", MEDIA_KEYS[k]);
-            return;
-        }
-    }
     json_t *content = json_object_get(root, "content");
-    if (json_is_array(content)) {
-        rec_fail(in, r, "unsupported", "content arrays (interleaved records) are not available yet");
+    if (json_is_array(content) || json_object_get(root, "image") ||
+        json_object_get(root, "image_b64") || json_object_get(root, "audio") ||
+        json_object_get(root, "audio_b64") || json_object_get(root, "video")) {
+        media_record(in, r, root, content);
         return;
     }
-
     bool bad_text = false, bad_prompt = false, bad_title = false;
     json_t *text = string_member(root, "text", true, &bad_text);
     if (!text && !bad_text)
@@ -689,8 +854,11 @@ static void parse_files(ge_in *in, ge_rec *r)
         rec_fail(in, r, "io", "%s: %s", path, strerror(e));
     else if (!kind)
         rec_fail(in, r, "bad_record", "%s: not a media file", path);
-    else
-        rec_fail(in, r, "unsupported", "%s: %s input is not available yet", path, kind);
+    else if (strcmp(kind, "image") == 0 && add_item(in, r, GE_ITEM_IMAGE, path, strlen(path),
+                                                    false)) {
+        r->items = in->items;
+        r->n_items = in->n_items;
+    }
     free(path);
 }
 
@@ -738,6 +906,9 @@ int ge_in_next(ge_in *in, ge_rec *r, ge_err *err)
     if (l <= 0)
         return l;
     memset(r, 0, sizeof *r);
+    for (size_t i = 0; i < in->n_items; i++)
+        free(in->item_data[i]);
+    in->n_items = 0;
     r->source = in->source;
     r->line = in->line_no;
     r->seq = in->seq;

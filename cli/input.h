@@ -21,6 +21,16 @@ typedef enum { GE_IN_AUTO = 0, GE_IN_JSONL, GE_IN_LINES, GE_IN_FILES } ge_in_kin
  * bounded whatever the input). */
 #define GE_IN_MAX_LINE ((size_t)64 << 20)
 
+/* One item of a record with media, in record order. */
+typedef enum { GE_ITEM_TEXT, GE_ITEM_IMAGE, GE_ITEM_AUDIO, GE_ITEM_VIDEO } ge_item_kind;
+typedef struct {
+    ge_item_kind kind;
+    const char *data;   /* text: its UTF-8; media: the file path (NUL-terminated), or the
+                           bytes themselves when inline (base64 field or data: URI) */
+    size_t len;
+    bool inline_bytes;
+} ge_rec_item;
+
 typedef struct {
     const char *source;      /* input name for messages: the path, or "<stdin>" */
     unsigned long long line; /* 1-based line number inside source */
@@ -30,6 +40,8 @@ typedef struct {
     const char *text;        /* the text to embed (may contain NUL; valid UTF-8) */
     size_t text_len;
     const char *prefix;      /* this record's prompt prefix, or NULL to use the global one */
+    const ge_rec_item *items; /* a record with media: its items (text unused), else NULL */
+    size_t n_items;
     const char *err_code;    /* NULL for a good record, else "bad_json", "bad_record", ... */
     char err_msg[640];       /* "source:line: what went wrong" when err_code is set */
 } ge_rec;

@@ -17,6 +17,7 @@
 #include <unistd.h>
 #include <zlib.h>
 
+#include "base64.h"
 #include "json_span.h"
 
 typedef struct {
@@ -94,27 +95,6 @@ static void to_le(ge_out *o, const float *v, int n)
     }
 }
 
-static size_t base64(char *out, const unsigned char *in, size_t n)
-{
-    static const char A[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
-    size_t k = 0, i = 0;
-    for (; i + 2 < n; i += 3) {
-        uint32_t v = (uint32_t)in[i] << 16 | (uint32_t)in[i + 1] << 8 | in[i + 2];
-        out[k++] = A[v >> 18];
-        out[k++] = A[(v >> 12) & 63];
-        out[k++] = A[(v >> 6) & 63];
-        out[k++] = A[v & 63];
-    }
-    if (i < n) {
-        uint32_t v = (uint32_t)in[i] << 16 | (i + 1 < n ? (uint32_t)in[i + 1] << 8 : 0);
-        out[k++] = A[v >> 18];
-        out[k++] = A[(v >> 12) & 63];
-        out[k++] = i + 1 < n ? A[(v >> 6) & 63] : '=';
-        out[k++] = '=';
-    }
-    return k;
-}
-
 /* {"id":<raw>,"error":{"code":"...","message":"..."}} on its own line. */
 static ge_status put_error(ge_out *o, FILE *f, const char *name, const char *id, size_t id_len,
                            const char *code, const char *msg, ge_err *err)
@@ -163,7 +143,7 @@ static ge_status jsonl_row(ge_out *o, const ge_row *r, ge_err *err)
         fputs("]}\n", f);
     } else if (o->cfg.base64) {
         to_le(o, r->vec, o->cfg.dim);
-        size_t k = base64(o->b64, o->bytes, (size_t)o->cfg.dim * 4);
+        size_t k = ge_base64_encode(o->b64, o->bytes, (size_t)o->cfg.dim * 4);
         fputs(",\"embedding\":\"", f);
         fwrite(o->b64, 1, k, f);
         fputs("\"}\n", f);
