@@ -5,6 +5,9 @@
 #       independent GGUF reader (below, not sharing code with tools/gguf_writer.py)
 #       rejects for the intended reason;
 #   (c) --vocab tokenizer.json works (string and pair merges, id gaps, added tokens);
+#   (d) --mmproj vision: testdata/tiny-mmproj-*.gguf regenerate byte for byte, the clip.*
+#       keys, tensor names, ggml shapes and per-tensor types of GGUF.md §4 in every --type,
+#       the real preset's shapes (SPEC.md §9 parameter count), seeds, broken variants;
 #   plus a full structural check of the good files and of the weight encodings.
 # Prints "PASS: name" / "FAIL: name: detail" per check; exits 1 if any failed.
 set -u
@@ -70,6 +73,62 @@ for k in $KINDS; do
     fi
 done
 
+# ---------------------------------------------------------------- (d) mmproj
+for t in f32 q8_0 bf16 f16; do
+    if ! msg=$(mk --mmproj vision --preset tiny --type $t --seed 1 -o "$T/mm-tiny-$t.gguf"); then
+        fail "mmproj-generate-$t" "$msg"
+    elif [ "$t" = f32 ] || [ "$t" = q8_0 ]; then
+        if [ ! -f "$TD/tiny-mmproj-$t.gguf" ]; then
+            fail "regen-tiny-mmproj-$t" "testdata/tiny-mmproj-$t.gguf missing"
+        elif cmp -s "$T/mm-tiny-$t.gguf" "$TD/tiny-mmproj-$t.gguf"; then
+            pass "regen-tiny-mmproj-$t"
+        else
+            fail "regen-tiny-mmproj-$t" "differs from testdata/tiny-mmproj-$t.gguf"
+        fi
+        sz=$(wc -c <"$TD/tiny-mmproj-$t.gguf" 2>/dev/null || echo 0)
+        if [ "$sz" -gt 0 ] && [ "$sz" -lt 1000000 ]; then pass "size-tiny-mmproj-$t"
+        else fail "size-tiny-mmproj-$t" "$sz bytes (want < 1 MB)"; fi
+    else
+        pass "mmproj-generate-$t"
+    fi
+done
+
+if msg=$(mk --mmproj vision --preset tiny --type q8_0 --seed 2 -o "$T/mm-s2a.gguf") &&
+   msg=$(mk --mmproj vision --preset tiny --type q8_0 --seed 2 -o "$T/mm-s2b.gguf"); then
+    if ! cmp -s "$T/mm-s2a.gguf" "$T/mm-s2b.gguf"; then fail "mmproj-seed" "seed 2 not deterministic"
+    elif cmp -s "$T/mm-s2a.gguf" "$T/mm-tiny-q8_0.gguf"; then fail "mmproj-seed" "seed 2 equals seed 1"
+    else pass "mmproj-seed"; fi
+else
+    fail "mmproj-seed" "$msg"
+fi
+
+for k in $KINDS; do
+    if ! msg=$(mk --mmproj vision --preset tiny --type q8_0 --seed 1 --broken "$k" \
+                  -o "$T/mm-broken-$k.gguf"); then
+        fail "mmproj-broken-$k-differs" "$msg"
+    elif cmp -s "$T/mm-broken-$k.gguf" "$T/mm-tiny-q8_0.gguf"; then
+        fail "mmproj-broken-$k-differs" "identical to the good file"
+    else
+        pass "mmproj-broken-$k-differs"
+    fi
+done
+
+# usage errors: towers not available yet, a vocabulary for an mmproj
+for label in audio both vocab; do
+    case $label in
+        vocab) args="--mmproj vision --vocab $T/tok1.json" ;;
+        *) args="--mmproj $label" ;;
+    esac
+    # shellcheck disable=SC2086
+    "$MK" $args --preset tiny --type f32 --seed 1 -o "$T/x.gguf" >"$T/out" 2>"$T/err"
+    rc=$?
+    if [ $rc -eq 2 ] && [ -s "$T/err" ] && [ ! -s "$T/out" ] && [ ! -e "$T/x.gguf" ]; then
+        pass "mmproj-usage-error-$label"
+    else
+        fail "mmproj-usage-error-$label" "exit $rc"
+    fi
+done
+
 # ---------------------------------------------------------------- (c) inputs
 # A small BPE tokenizer.json: ids 269..271 are a gap, added tokens are both
 # special and not, merges as "a b" strings (tok1) or [a, b] pairs (tok2).
@@ -113,11 +172,12 @@ if [ $rc -eq 2 ] && [ -s "$T/err" ] && [ ! -s "$T/out" ]; then pass "usage-error
 else fail "usage-error" "exit $rc"; fi
 
 # ------------------------------------------- independent reader and layout checks
-"$PY" - "$T" >"$T/py.out" 2>&1 <<'EOF'
+"$PY" - "$T" "$MK" >"$T/py.out" 2>&1 <<'EOF'
 import struct, sys, traceback
 import numpy as np
 
 D = sys.argv[1]
+MKMODEL = sys.argv[2]
 A = "gemma-embedding2."
 
 
@@ -511,6 +571,180 @@ def broken(kind):
 
 for k in EXPECT:
     check("broken-%s-rejected" % k, broken(k))
+
+
+# ------------------------------------------------------------ mmproj (GGUF.md §4)
+V = "clip.vision."
+FLT_ARR = (9, F32T)
+MM_REQ = {
+    "general.architecture": STR, "general.type": STR, "general.name": STR,
+    "general.file_type": U32, "general.quantization_version": U32, "general.alignment": U32,
+    "clip.has_vision_encoder": BOOL, "clip.has_audio_encoder": BOOL,
+    V + "projector_type": STR, V + "projection_dim": U32, V + "image_size": U32,
+    V + "patch_size": U32, V + "embedding_length": U32, V + "feed_forward_length": U32,
+    V + "block_count": U32, V + "attention.head_count": U32,
+    V + "attention.layer_norm_epsilon": F32T, V + "image_mean": FLT_ARR,
+    V + "image_std": FLT_ARR,
+}
+# 1-D: F32; matrices: --type; patch_embd F16 only for f16; position table F32
+MM_PATCH_TYPE = {"f32": 0, "f16": 1, "bf16": 0, "q8_0": 0}
+
+
+def mm_expected(Dv, L, F, hd, P, proj, ftype):
+    mat = FT[ftype][1]
+    exp = {"v.patch_embd.weight": ((16, 16, 3, Dv), MM_PATCH_TYPE[ftype]),
+           "v.position_embd.weight": ((Dv, P, 2), 0),
+           "mm.input_projection.weight": ((Dv, proj), mat)}
+    for i in range(L):
+        b = "v.blk.%d." % i
+        for n, sh in (("ln1", (Dv,)), ("attn_q", (Dv, Dv)), ("attn_k", (Dv, Dv)),
+                      ("attn_v", (Dv, Dv)), ("attn_q_norm", (hd,)), ("attn_k_norm", (hd,)),
+                      ("attn_out", (Dv, Dv)), ("attn_post_norm", (Dv,)), ("ln2", (Dv,)),
+                      ("ffn_gate", (Dv, F)), ("ffn_up", (Dv, F)), ("ffn_down", (F, Dv)),
+                      ("ffn_post_norm", (Dv,))):
+            exp[b + n + ".weight"] = (sh, mat if len(sh) == 2 else 0)
+    return exp
+
+
+def check_mm_layout(m, ftype):
+    kv, kt = m["kv"], m["kt"]
+    for k, t in MM_REQ.items():
+        if k not in kv:
+            raise Bad("missing key %s" % k)
+        if kt[k] != t:
+            raise Bad("key %s has type %r, want %r" % (k, kt[k], t))
+    extra = sorted(k for k in kv if k not in MM_REQ and k != "general.basename"
+                   and k != "general.size_label")
+    if extra:
+        raise Bad("unexpected keys %s" % extra[:3])
+    got = (kv["general.architecture"], kv["general.type"], kv["clip.has_vision_encoder"],
+           kv["clip.has_audio_encoder"], kv[V + "projector_type"], kv["general.file_type"])
+    if got != ("clip", "mmproj", True, False, "gemma4v", FT[ftype][0]):
+        raise Bad("general / clip keys %r" % (got,))
+    if list(kv[V + "image_mean"]) != [0, 0, 0] or list(kv[V + "image_std"]) != [1, 1, 1]:
+        raise Bad("image_mean / image_std")
+    Dv, L, F = kv[V + "embedding_length"], kv[V + "block_count"], kv[V + "feed_forward_length"]
+    nh, proj = kv[V + "attention.head_count"], kv[V + "projection_dim"]
+    if Dv % nh:
+        raise Bad("width %d not a multiple of %d heads" % (Dv, nh))
+    P = m["t"]["v.position_embd.weight"]["ne"][1] if "v.position_embd.weight" in m["t"] else 0
+    tiny = (Dv, L, nh, F, proj, P, kv[V + "patch_size"], kv[V + "image_size"],
+            abs(kv[V + "attention.layer_norm_epsilon"] - 1e-6) < 1e-12)
+    if tiny != (64, 3, 4, 128, 64, 256, 16, 224, True):
+        raise Bad("tiny hyperparameters %r" % (tiny,))
+    exp = mm_expected(Dv, L, F, Dv // nh, P, proj, ftype)
+    for name, (sh, ty) in exp.items():
+        if name not in m["t"]:
+            raise Bad("missing tensor %s" % name)
+        t = m["t"][name]
+        if t["ne"] != sh:
+            raise Bad("shape of %s is %r, want %r" % (name, t["ne"], sh))
+        if t["type"] != ty:
+            raise Bad("type of %s is %d, want %d" % (name, t["type"], ty))
+    extra = set(m["t"]) - set(exp)
+    if extra:
+        raise Bad("unexpected tensors %s" % sorted(extra)[:3])
+    for name in m["t"]:
+        if not np.all(np.isfinite(values(m["t"][name]))):
+            raise Bad("non-finite values in %s" % name)
+
+
+MM = {}
+
+
+def load_mm(t):
+    def f():
+        MM[t] = read("%s/mm-tiny-%s.gguf" % (D, t))
+        check_mm_layout(MM[t], t)
+    return f
+
+
+for t in ("f32", "q8_0", "bf16", "f16"):
+    check("mmproj-layout-tiny-%s" % t, load_mm(t))
+
+
+def mm_values():
+    f32 = MM["f32"]["t"]
+    for t in ("q8_0", "bf16", "f16"):
+        for n, x in MM[t]["t"].items():
+            ref = values(f32[n])
+            got = values(x)
+            if x["type"] == 0 and x["raw"] != f32[n]["raw"]:
+                raise Bad("F32 %s differs in %s" % (n, t))
+            rel = {1: 2 ** -11, 30: 2 ** -8, 8: None}.get(x["type"])
+            if rel is not None:
+                if np.any(np.abs(got - ref) > rel * np.abs(ref) + 2 ** -24):
+                    raise Bad("%s of %s too far from f32" % (t, n))
+            elif x["type"] == 8:
+                amax = np.abs(ref.reshape(-1, 32)).max(1, keepdims=True)
+                if np.any(np.abs(got - ref).reshape(-1, 32) > amax / 127 * 0.6 + 1e-7):
+                    raise Bad("Q8_0 of %s too far from f32" % n)
+    w = values(f32["v.blk.0.ffn_gate.weight"])          # numpy (out, in)
+    if not 0.8 < w.std() * np.sqrt(w.shape[1]) < 1.2:
+        raise Bad("matrix scale %.3g, want ~1/sqrt(in)" % (w.std() * np.sqrt(w.shape[1])))
+    pe = values(f32["v.position_embd.weight"])
+    if pe.shape[0] != 2 or np.allclose(pe[0], pe[1]):
+        raise Bad("x and y position tables equal")
+
+
+check("mmproj-values-across-types", mm_values)
+
+
+def mm_text_match():
+    # the projection width is the text model's hidden size
+    if MM["f32"]["kv"][V + "projection_dim"] != M["f32"]["kv"][A + "embedding_length"]:
+        raise Bad("projection_dim != text embedding_length")
+
+
+check("mmproj-projection-is-text-hidden", mm_text_match)
+
+MM_EXPECT = {"truncated": "past end of file", "magic": "bad magic",
+             "missing": "missing tensor v.blk.1.ffn_up.weight",
+             "shape": "shape of v.blk.0.attn_q.weight", "type": "unknown ggml type 250",
+             "counts": "absurd counts", "counts-tensors": "absurd counts",
+             "counts-kv": "absurd counts"}
+
+
+def mm_broken(kind):
+    def f():
+        try:
+            check_mm_layout(read("%s/mm-broken-%s.gguf" % (D, kind)), "q8_0")
+        except Bad as e:
+            if MM_EXPECT[kind] not in str(e):
+                raise Bad("rejected for another reason: %s" % e)
+            return
+        raise Bad("accepted")
+    return f
+
+
+for k in MM_EXPECT:
+    check("mmproj-broken-%s-rejected" % k, mm_broken(k))
+
+
+def mm_real_plan():
+    # the real preset's plan (not written: 670 MB in f32): GGUF.md §4 shapes and
+    # SPEC.md §9's vision parameter count, 167,757,824 (tower + embed_vision)
+    import importlib.machinery
+    import importlib.util
+    loader = importlib.machinery.SourceFileLoader("mkmodel_mod", MKMODEL)
+    spec = importlib.util.spec_from_loader("mkmodel_mod", loader)
+    mk = importlib.util.module_from_spec(spec)
+    loader.exec_module(mk)
+    for ftype in ("q8_0", "f16"):
+        plan = mk.mmproj_plan("real", mk.MMPROJ_KINDS["vision"], FT[ftype][1], 1)
+        got = {n: (tuple(ne), t) for n, ne, t, _ in plan}
+        exp = mm_expected(768, 16, 3072, 64, 10240, 512, ftype)
+        if got != exp:
+            diff = sorted(set(got.items()) ^ set(exp.items()))
+            raise Bad("real plan differs: %s" % diff[:3])
+        total = sum(int(np.prod(ne)) for ne, _ in got.values())
+        if total != 167757824:
+            raise Bad("real vision parameters %d, want 167757824" % total)
+    if mk.VISION_PRESETS["tiny"]["P"] < 160:
+        raise Bad("tiny position table too short for a 16:9 image at budget 1120")
+
+
+check("mmproj-real-preset-shapes", mm_real_plan)
 
 
 def vocab_json(name):

@@ -5,6 +5,13 @@ section 3), reading the llama.cpp GGUF layout (GGUF.md section 3).
 token ids in -> 768-d (embedding_length_out) L2-normalised vector out.
 Every hyper-parameter comes from the GGUF metadata. Quantised weights are
 simply dequantised to float64.
+
+Media (SPEC.md 2.4, 3.3, 4): forward(ids, media={"image": rows, ...})
+takes the soft-token vectors of each modality ([n, H], already through
+embed_vision / embed_audio). Every placeholder id (<|image|>, <|audio|>,
+<|video|>) is looked up as <pad> and its row overwritten, in sequence
+order, by that modality's next vector, unscaled; text rows are scaled by
+sqrt(H). The PLE is computed from these merged rows.
 """
 
 import math
@@ -12,6 +19,8 @@ import math
 import numpy as np
 
 from gguf import GGUFError, GGUFFile
+
+MEDIA_KINDS = ("image", "audio", "video")
 
 
 def rms_norm(x, w, eps):
@@ -150,6 +159,15 @@ class Model:
             raise GGUFError("output.weight dims %s, expected %s"
                             % (ti.dims, (self.n_embd, self.n_out)))
 
+        # media placeholders (SPEC.md 2.4), found by piece in the vocabulary
+        toks = g.get("tokenizer.ggml.tokens") or []
+        self.placeholder_ids = {}
+        for kind in MEDIA_KINDS:
+            piece = "<|%s|>" % kind
+            if piece in toks:
+                self.placeholder_ids[kind] = toks.index(piece)
+        self.pad_id = int(g.get("tokenizer.ggml.padding_token_id", 0))
+
         total = sum(t.n_elements for n, t in g.tensors.items()
                     if n != "token_embd.weight")
         if cache_weights is None:
@@ -175,13 +193,44 @@ class Model:
         return {n: self.w(p + n + ".weight") for n in names}
 
     # ---- forward ----
-    def embed_input(self, ids, noise_rel=0.0, noise_seed=0):
+    def embed_input(self, ids, noise_rel=0.0, noise_seed=0, media=None):
         """e = token_embd[ids] * sqrt(H); optional relative noise
-        e * (1 + noise_rel * N(0,1)) for conditioning tests."""
+        e * (1 + noise_rel * N(0,1)) for conditioning tests.
+
+        media=None: text only, every id is looked up as it is. media = a
+        dict {kind: [n, H] rows} (kind "image", "audio" or "video"): every
+        placeholder id becomes <pad> for the lookup and its row is replaced
+        by the next vector of its kind (unscaled); the counts must match
+        and a placeholder of a kind without vectors is an error."""
         for t in ids:
             if t < 0 or t >= self.n_vocab:
                 raise ValueError("token id %d out of range" % t)
-        e = self.g.rows("token_embd.weight", ids) * math.sqrt(self.n_embd)
+        if media is None:
+            e = self.g.rows("token_embd.weight", ids) * math.sqrt(self.n_embd)
+        else:
+            unknown = set(media) - set(MEDIA_KINDS)
+            if unknown:
+                raise ValueError("unknown media kind %s" % sorted(unknown))
+            slots = {kind: [t for t, i in enumerate(ids) if i == pid]
+                     for kind, pid in self.placeholder_ids.items()}
+            lookup = list(ids)
+            for kind, where in slots.items():
+                for t in where:
+                    lookup[t] = self.pad_id
+            e = self.g.rows("token_embd.weight", lookup) * math.sqrt(self.n_embd)
+            for kind in MEDIA_KINDS:
+                where = slots.get(kind, [])
+                rows = media.get(kind)
+                rows = np.zeros((0, self.n_embd)) if rows is None \
+                    else np.asarray(rows, dtype=np.float64)
+                if rows.ndim != 2 or rows.shape[1] != self.n_embd:
+                    raise ValueError("%s vectors must be [n, %d], got %s"
+                                     % (kind, self.n_embd, rows.shape))
+                if rows.shape[0] != len(where):
+                    raise ValueError("%d %s placeholders but %d %s vectors"
+                                     % (len(where), kind, rows.shape[0], kind))
+                if where:
+                    e[where] = rows
         if noise_rel:
             rng = np.random.default_rng(noise_seed)
             e = e * (1.0 + noise_rel * rng.standard_normal(e.shape))
@@ -239,15 +288,24 @@ class Model:
                             % (i, scale.size))
         return h * scale[0]
 
-    def forward(self, ids, noise_rel=0.0, noise_seed=0, return_tokens=False):
+    def forward(self, ids, noise_rel=0.0, noise_seed=0, return_tokens=False,
+                media=None, inputs_embeds=None):
         """Returns the L2-normalised mean-pooled embedding (float64).
-        With return_tokens also the per-token outputs y [T, n_out]."""
+        With return_tokens also the per-token outputs y [T, n_out].
+        media: see embed_input. inputs_embeds [T, H] replaces the whole
+        input embedding (ids then only give T)."""
         ids = [int(t) for t in ids]
         T = len(ids)
         if T == 0:
             z = np.zeros(self.n_out)
             return (z, np.zeros((0, self.n_out))) if return_tokens else z
-        e = self.embed_input(ids, noise_rel, noise_seed)
+        if inputs_embeds is not None:
+            e = np.array(inputs_embeds, dtype=np.float64)
+            if e.shape != (T, self.n_embd):
+                raise ValueError("inputs_embeds must be [%d, %d]"
+                                 % (T, self.n_embd))
+        else:
+            e = self.embed_input(ids, noise_rel, noise_seed, media)
         ple = self.per_layer_inputs(e)
         pos = np.arange(T)
         h = e
