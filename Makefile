@@ -11,7 +11,7 @@ PREFIX  ?= /usr/local
 CFLAGS  ?= -O2
 WARN     = -std=c11 -Wall -Wextra -Werror -Wshadow -Wno-unused-parameter
 CPPFLAGS += -D_GNU_SOURCE -Iengine -Ikernels
-LDLIBS  += -ljansson -lz -lm -lpthread
+LDLIBS  += -ljansson -lz -ljpeg -lpng -lwebpdemux -lwebp -lm -lpthread
 
 ifeq ($(SAN),1)
 BUILD   = build/san
@@ -50,6 +50,8 @@ LIB_OBJ     = $(patsubst %.c,$(BUILD)/%.o,$(ENGINE_SRC) $(KERNEL_SRC))
 CLI_OBJ     = $(patsubst %.c,$(BUILD)/%.o,$(CLI_SRC))
 TEST_SRC    = $(wildcard tests/test_*.c)
 TEST_BIN    = $(patsubst tests/%.c,$(BUILD)/tests/%,$(TEST_SRC))
+# helpers the shell tests run (built by the tests/%.c rule; not run on their own)
+TEST_TOOLS  = $(BUILD)/tests/image_dump
 
 all: $(BIN)
 
@@ -64,7 +66,7 @@ $(BUILD)/tests/%: tests/%.c $(LIB_OBJ)
 	@mkdir -p $(dir $@)
 	$(CC) $(WARN) $(CFLAGS) $(CPPFLAGS) $(LDFLAGS) -o $@ $^ $(LDLIBS)
 
-tests: $(BIN) $(TEST_BIN)
+tests: $(BIN) $(TEST_BIN) $(TEST_TOOLS)
 
 # The README's first command: embed the bundled demo records with the generated tiny model
 # (random weights: the vectors show the pipeline, not meaning; see README "Models").
