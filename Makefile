@@ -11,7 +11,7 @@ PREFIX  ?= /usr/local
 CFLAGS  ?= -O2
 WARN     = -std=c11 -Wall -Wextra -Werror -Wshadow -Wno-unused-parameter
 CPPFLAGS += -D_GNU_SOURCE -Iengine -Ikernels
-LDLIBS  += -ljansson -lz -lm -lpthread
+LDLIBS  += -ljansson -lz -ljpeg -lpng -lwebpdemux -lwebp -lm -lpthread
 
 ifeq ($(SAN),1)
 BUILD   = build/san
@@ -50,7 +50,7 @@ LIB_OBJ     = $(patsubst %.c,$(BUILD)/%.o,$(ENGINE_SRC) $(KERNEL_SRC))
 CLI_OBJ     = $(patsubst %.c,$(BUILD)/%.o,$(CLI_SRC))
 TEST_SRC    = $(wildcard tests/test_*.c)
 TEST_BIN    = $(patsubst tests/%.c,$(BUILD)/tests/%,$(TEST_SRC))
-# helpers that tests drive (not tests themselves: tests/run runs only test_*)
+# helpers that tests drive (built by the tests/%.c rule; tests/run runs only test_*)
 TEST_TOOLS  = $(patsubst tests/%.c,$(BUILD)/tests/%,$(wildcard tests/*_dump.c))
 
 all: $(BIN)

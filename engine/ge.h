@@ -89,6 +89,64 @@ ge_status ge_config_from_env(ge_config *c, char *(*lookup)(const char *name), ge
 /* The value of switch s as text ("on", "8", "auto", "avx512"). */
 const char *ge_config_value_text(const ge_config *c, const ge_switch *s, char *buf, size_t n);
 
+/* ---- images (image.c; SPEC.md 5.1) ------------------------------------------------------
+ * Decoding (JPEG, PNG, WebP through the distribution's libjpeg-turbo, libpng and libwebp) to
+ * 8-bit RGB as Hugging Face's load_image does it (PIL open, ImageOps.exif_transpose,
+ * convert("RGB")), and the Gemma 4 image processor's steps: target size from the soft-token
+ * budget, torchvision's uint8 antialiased bicubic resize, rescale to [0, 1] and 16x16
+ * patches. A caller runs decode, then plan + resize + patchify; nothing here needs a model. */
+
+#define GE_IMAGE_MAX_PIXELS ((uint64_t)64 << 20) /* default decode limit: 64 Mpx */
+#define GE_IMAGE_PATCH 16                        /* patch side */
+#define GE_IMAGE_PATCH_DIM (GE_IMAGE_PATCH * GE_IMAGE_PATCH * 3) /* 768 values per patch */
+
+typedef struct {
+    /* width x height over this (as stored in the file) is GE_E_LIMIT, found from the header
+     * before any pixel buffer exists (decompression bombs); 0 means GE_IMAGE_MAX_PIXELS */
+    uint64_t max_pixels;
+} ge_image_limits;
+
+typedef struct {
+    int w, h;            /* after the EXIF orientation */
+    uint8_t *rgb;        /* [h, w, 3], row-major; owned, ge_image_free releases it */
+    const char *format;  /* "jpeg", "png" or "webp" (static string) */
+    int orientation;     /* the EXIF orientation applied: 1 (none) .. 8 */
+} ge_image;
+
+/* Decode a whole JPEG, PNG or WebP file held in bytes[0..len) (the format comes from its
+ * magic bytes) into out->rgb, PIL's convert("RGB") semantics: alpha dropped (not
+ * composited), grey replicated, palette expanded, 16-bit samples reduced as PIL does (see
+ * image.c), CMYK/YCCK JPEG converted as PIL does; then the EXIF orientation (tags 1-8) is
+ * applied as ImageOps.exif_transpose does. lim may be NULL (defaults). Errors (out zeroed,
+ * nothing leaked): GE_E_UNSUPPORTED (not one of the three formats, animated WebP, JPEG colour
+ * spaces other than grey/YCbCr/RGB/CMYK/YCCK), GE_E_LIMIT (too many pixels), GE_E_FORMAT
+ * (corrupt, truncated, zero-size), GE_E_NOMEM; the message names the format and cause. */
+ge_status ge_image_decode(const void *bytes, size_t len, const ge_image_limits *lim,
+                          ge_image *out, ge_err *err);
+void ge_image_free(ge_image *img); /* frees img->rgb and zeroes img; accepts NULL */
+
+/* SPEC.md 5.1 step 2: the resize target (th, tw) (multiples of 48) of an h x w image for a
+ * soft-token budget (70, 140, 280, 560 or 1120; anything else is GE_E_USAGE), and the image's
+ * soft-token count (th/48)*(tw/48). GE_E_INPUT when the image cannot be sized (a 0x0 target,
+ * or more pixels than the budget allows), GE_E_USAGE when h or w < 1. Any of th, tw,
+ * n_tokens may be NULL. */
+ge_status ge_image_plan(int h, int w, int budget, int *th, int *tw, int *n_tokens,
+                        ge_err *err);
+
+/* Resize src [h, w, 3] into dst [th, tw, 3] exactly as torchvision's resize(...,
+ * InterpolationMode.BICUBIC, antialias=True) does on a uint8 tensor (separable Keys cubic,
+ * a = -0.5, int16 fixed-point taps, horizontal pass then vertical pass, each rounded and
+ * clamped to uint8); a same-size axis is copied. Allocates one scratch buffer and the tap
+ * tables per call (GE_E_NOMEM); GE_E_USAGE for sizes < 1. src and dst must not overlap. */
+ge_status ge_image_resize(const uint8_t *src, int h, int w, uint8_t *dst, int th, int tw,
+                          ge_err *err);
+
+/* SPEC.md 5.1 steps 4-5: cut rgb [h, w, 3] (h, w multiples of 16, else GE_E_USAGE) into
+ * N = (h/16)*(w/16) patches in row-major patch order: patches [N, 768] with element
+ * (yy*16 + xx)*3 + c = rgb/255 in fp32, and pos [N, 2] = (x = patch column, y = patch row). */
+ge_status ge_image_patchify(const uint8_t *rgb, int h, int w, float *patches, int32_t *pos,
+                            ge_err *err);
+
 /* ---- model ----------------------------------------------------------------------------- */
 
 typedef struct ge_model ge_model;
