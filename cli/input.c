@@ -644,17 +644,6 @@ static void media_record(ge_in *in, ge_rec *r, json_t *root, json_t *content)
         } fields[] = {{"image", GE_ITEM_IMAGE, false}, {"image_b64", GE_ITEM_IMAGE, true},
                       {"video", GE_ITEM_VIDEO, false}, {"audio", GE_ITEM_AUDIO, false},
                       {"audio_b64", GE_ITEM_AUDIO, true}};
-        for (size_t k = 0; ok && k < sizeof fields / sizeof fields[0]; k++) {
-            json_t *v = json_object_get(root, fields[k].key);
-            if (!v)
-                continue;
-            if (!json_is_string(v)) {
-                rec_fail(in, r, "bad_record", "\"%s\" must be a string", fields[k].key);
-                return;
-            }
-            ok = add_item(in, r, fields[k].kind, json_string_value(v), json_string_length(v),
-                          fields[k].base64);
-        }
         bool bad_text = false;
         json_t *text = string_member(root, "text", true, &bad_text);
         if (!text && !bad_text)
@@ -663,9 +652,43 @@ static void media_record(ge_in *in, ge_rec *r, json_t *root, json_t *content)
             rec_fail(in, r, "bad_record", "\"text\" must be a string");
             return;
         }
-        if (ok && text)
-            ok = add_item(in, r, GE_ITEM_TEXT, json_string_value(text), json_string_length(text),
-                          false);
+        /* media first, then the text; but a text that holds <|image|> placeholders places
+         * the images itself, in order (SPEC.md 2.3: no automatic placeholders then) */
+        const char *t = text ? json_string_value(text) : "";
+        size_t tl = text ? json_string_length(text) : 0;
+        static const char PH[] = "<|image|>";
+        bool manual = text && memmem(t, tl, PH, sizeof PH - 1);
+        for (size_t k = 0; ok && k < sizeof fields / sizeof fields[0]; k++) {
+            json_t *v = json_object_get(root, fields[k].key);
+            size_t nv = json_is_array(v) ? json_array_size(v) : 1;
+            for (size_t j = 0; v && ok && j < nv; j++) {
+                json_t *e = json_is_array(v) ? json_array_get(v, j) : v;
+                if (!json_is_string(e)) {
+                    rec_fail(in, r, "bad_record", "\"%s\" must be a string or an array of "
+                             "strings", fields[k].key);
+                    return;
+                }
+                if (manual && fields[k].kind == GE_ITEM_IMAGE) {
+                    const char *ph = memmem(t, tl, PH, sizeof PH - 1);
+                    if (!ph) {
+                        rec_fail(in, r, "bad_record", "more images than <|image|> "
+                                 "placeholders in the text");
+                        return;
+                    }
+                    if (ph > t)
+                        ok = add_item(in, r, GE_ITEM_TEXT, t, (size_t)(ph - t), false);
+                    tl -= (size_t)(ph - t) + sizeof PH - 1, t = ph + sizeof PH - 1;
+                }
+                ok = ok && add_item(in, r, fields[k].kind, json_string_value(e),
+                                    json_string_length(e), fields[k].base64);
+            }
+        }
+        if (ok && manual && memmem(t, tl, PH, sizeof PH - 1)) {
+            rec_fail(in, r, "bad_record", "more <|image|> placeholders in the text than images");
+            return;
+        }
+        if (ok && tl)
+            ok = add_item(in, r, GE_ITEM_TEXT, t, tl, false);
     }
     if (!ok)
         return;

@@ -197,6 +197,11 @@ int main(int argc, char **argv)
         ge_say("%s", err.msg);
         return EXIT_MODEL;
     }
+    if (o.n_mmproj && ge_model_set_mmproj(model, o.mmproj, o.n_mmproj, &err)) {
+        ge_say("%s", err.msg);
+        ge_model_free(model);
+        return EXIT_MODEL;
+    }
     if (o.bench) {
         int rc = ge_bench_run(&o, model, t_start);
         ge_model_free(model);
@@ -219,6 +224,7 @@ int main(int argc, char **argv)
         .in = in,
         .prefix = prefix,
         .dim = oc.dim,
+        .image_tokens = o.image_tokens,
         .binary = oc.format != GE_FMT_JSONL,
         .progress = o.progress || (!o.quiet && isatty(STDERR_FILENO)),
         .stop = &g_stop,

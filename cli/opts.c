@@ -16,7 +16,7 @@
 enum {
     O_MODEL = 'm', O_OUTPUT = 'o', O_QUIET = 'q', O_HELP = 'h', O_VERSION = 'V',
     O_INPUT = 256, O_FORMAT, O_ENCODING, O_DIM, O_PROMPT, O_PREFIX, O_TRUNCATE, O_TOKENIZE,
-    O_ERRORS, O_IDS, O_MAX_ERRORS, O_PRINT_CONFIG, O_RESUME, O_SHARD, O_PROGRESS, O_BENCH, O_BENCH_JSON, O_BENCH_REPS,
+    O_ERRORS, O_IDS, O_MAX_ERRORS, O_MMPROJ, O_IMAGE_TOKENS, O_PRINT_CONFIG, O_RESUME, O_SHARD, O_PROGRESS, O_BENCH, O_BENCH_JSON, O_BENCH_REPS,
     O_SWITCH = 1000,   /* + index in the engine switch table */
     O_NO_SWITCH = 2000 /* + index: --no-<bool switch> */
 };
@@ -31,6 +31,9 @@ typedef struct {
 
 static const opt_row OPTS[] = {
     {O_MODEL, "model", "PATH", "$GEMMAEMBED_MODEL", "EmbeddingGemma 2 GGUF text model"},
+    {O_MMPROJ, "mmproj", "PATH", "$GEMMAEMBED_MMPROJ",
+     "mmproj GGUF with the vision tower (for image records)"},
+    {O_IMAGE_TOKENS, "image-tokens", "70|140|280|560|1120", "280", "soft tokens per image"},
     {O_OUTPUT, "output", "PATH", "stdout", "write results to PATH"},
     {O_FORMAT, "format", "jsonl|npy|f32|npz", "from the -o extension, else jsonl",
      "output format"},
@@ -112,6 +115,11 @@ int ge_opts_parse(int argc, char **argv, ge_opts *o, char *msg, size_t msglen)
     const char *env = getenv("GEMMAEMBED_MODEL");
     if (env && *env)
         o->model = env;
+    env = getenv("GEMMAEMBED_MMPROJ");
+    if (env && *env)
+        o->mmproj[o->n_mmproj++] = env;
+    o->image_tokens = 280;
+    bool mmproj_flag = false;
     ge_err e;
     size_t nsw;
     const ge_switch *sw = ge_config_switches(&nsw);
@@ -180,6 +188,19 @@ int ge_opts_parse(int argc, char **argv, ge_opts *o, char *msg, size_t msglen)
             o->bench_reps = (int)v;
             break;
         case O_MODEL: o->model = optarg; break;
+        case O_MMPROJ:
+            if (!mmproj_flag) /* flags replace the environment's file */
+                o->n_mmproj = 0, mmproj_flag = true;
+            if (o->n_mmproj == 2)
+                return usage(msg, msglen, "--mmproj: at most two files (vision and audio)");
+            o->mmproj[o->n_mmproj++] = optarg;
+            break;
+        case O_IMAGE_TOKENS:
+            if (pick(optarg, "70|140|280|560|1120") < 0)
+                return usage(msg, msglen, "--image-tokens: '%s' is not one of 70, 140, 280, "
+                             "560, 1120", optarg);
+            o->image_tokens = atoi(optarg);
+            break;
         case O_OUTPUT: o->output = optarg; break;
         case O_ERRORS: o->errors = optarg; break;
         case O_IDS: o->ids = optarg; break;
@@ -265,8 +286,9 @@ int ge_opts_parse(int argc, char **argv, ge_opts *o, char *msg, size_t msglen)
 void ge_opts_help(FILE *f)
 {
     fputs("Usage: gemmaembed -m MODEL [options] [FILE...]\n"
-          "Embed text records with EmbeddingGemma 2. Reads FILEs (gzip or plain; '-' or no\n"
-          "FILE = stdin): JSONL records {\"id\": ..., \"text\": ...} or one text per line.\n"
+          "Embed text and image records with EmbeddingGemma 2. Reads FILEs (gzip or plain;\n"
+          "'-' or no FILE = stdin): JSONL records {\"id\": ..., \"text\": ...} (\"image\": PATH,\n"
+          "\"content\": [items] with --mmproj), one text per line, or one image path per line.\n"
           "SIGINT/SIGTERM stop cleanly and print the command that continues (--resume).\n"
           "\nOptions:\n",
           f);

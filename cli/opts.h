@@ -15,6 +15,9 @@
 
 typedef struct {
     const char *model;      /* -m, or $GEMMAEMBED_MODEL; NULL when neither is set */
+    const char *mmproj[2];  /* --mmproj (repeatable), or $GEMMAEMBED_MMPROJ */
+    int n_mmproj;
+    int image_tokens;       /* --image-tokens: soft tokens per image (budget) */
     const char *output;     /* -o; NULL = stdout */
     const char *errors;     /* --errors; NULL = default (see output.h) */
     const char *ids;        /* --ids; NULL = OUTPUT.ids.jsonl */

@@ -35,6 +35,17 @@ enum { SLOT_EMPTY, SLOT_READ, SLOT_READY, SLOT_DONE };
 #define IDLE_NS 2000000L
 #define WAIT_MAX 0.02
 
+/* A record's item: a text, or a media item (an image: decoded and resized by the decode
+ * stage, patched and encoded by the tower). */
+typedef struct {
+    ge_item_kind kind;
+    char *data;        /* text, path or inline bytes (freed once decoded) */
+    size_t len;
+    bool inline_bytes;
+    uint8_t *rgb;      /* [th, tw, 3] the resized image */
+    int th, tw, n_soft;
+} item;
+
 typedef struct {
     int state;
     unsigned long long index; /* input records consumed through this one (checkpoints) */
@@ -50,6 +61,10 @@ typedef struct {
     size_t n_tokens, orig_tokens;
     bool truncated;
     float *vec;               /* [model_dim] once embedded */
+    item *items;              /* a record with media: its items in order */
+    size_t n_items;
+    float *rows;              /* [n_rows][hidden]: its media soft tokens, in sequence order */
+    size_t n_rows;
 } slot;
 
 typedef struct {
@@ -84,7 +99,10 @@ static slot *at(pipe_t *P, unsigned long long seq) { return &P->ring[seq % RING_
 static void slot_free(slot *s)
 {
     free(s->id), free(s->where), free(s->err_msg), free(s->text), free(s->prefix);
-    free(s->tokens), free(s->vec);
+    free(s->tokens), free(s->vec), free(s->rows);
+    for (size_t i = 0; i < s->n_items; i++)
+        free(s->items[i].data), free(s->items[i].rgb);
+    free(s->items);
     memset(s, 0, sizeof *s);
 }
 
@@ -155,14 +173,26 @@ static bool fill(slot *s, const ge_rec *r, unsigned long long index)
     if (r->err_code) {
         ok = ok && set_error(s, r->err_code, r->err_msg);
     } else {
-        s->text = dup_mem(r->text, r->text_len);
+        s->text = dup_mem(r->text ? r->text : "", r->text_len);
         s->text_len = r->text_len;
         ok = ok && s->text;
         if (r->prefix)
             ok = ok && (s->prefix = dup_mem(r->prefix, strlen(r->prefix)));
+        if (ok && r->n_items) {
+            ok = (s->items = calloc(r->n_items, sizeof *s->items)) != NULL;
+            for (size_t i = 0; ok && i < r->n_items; i++) {
+                const ge_rec_item *ri = &r->items[i];
+                s->items[i] = (item){.kind = ri->kind, .len = ri->len,
+                                     .inline_bytes = ri->inline_bytes};
+                ok = (s->items[i].data = dup_mem(ri->data, ri->len)) != NULL;
+                s->n_items = i + 1;
+            }
+        }
     }
     /* text, then about as many token ids, the vector and the bookkeeping */
     s->bytes = r->id_len + 5 * r->text_len + (size_t)600 + sizeof(float) * 1024;
+    for (size_t i = 0; i < r->n_items; i++)
+        s->bytes += 5 * r->items[i].len;
     if (!ok)
         slot_free(s);
     return ok;
@@ -299,6 +329,123 @@ static void tokenize(pipe_t *P, slot *s, ge_tokens *toks)
     }
 }
 
+/* The whole file at path, at most max bytes (GE_E_LIMIT past that). Messages do not repeat
+ * the path: the caller names the item and its file. */
+static ge_status read_file(const char *path, size_t max, char **buf, size_t *len, ge_err *err)
+{
+    FILE *f = fopen(path, "rb");
+    *buf = NULL, *len = 0;
+    if (!f)
+        return ge_fail(err, GE_E_IO, "cannot open: %s", strerror(errno));
+    size_t cap = 0;
+    ge_status st = GE_OK;
+    for (;;) {
+        if (*len == cap) {
+            cap = cap ? cap * 2 : (size_t)1 << 16;
+            char *b = *len < max ? realloc(*buf, cap) : NULL;
+            if (!b) {
+                st = *len < max ? ge_fail(err, GE_E_NOMEM, "out of memory")
+                                : ge_fail(err, GE_E_LIMIT, "larger than %zu MB", max >> 20);
+                break;
+            }
+            *buf = b;
+        }
+        size_t got = fread(*buf + *len, 1, cap - *len, f);
+        *len += got;
+        if (got == 0) {
+            if (ferror(f))
+                st = ge_fail(err, GE_E_IO, "read error: %s", strerror(errno ? errno : EIO));
+            break;
+        }
+    }
+    fclose(f);
+    if (st)
+        free(*buf), *buf = NULL;
+    return st;
+}
+
+#define MEDIA_FILE_MAX ((size_t)256 << 20)
+
+/* Decode and resize one image item (the tower patches and encodes it). */
+static ge_status decode_image(pipe_t *P, item *it, ge_err *err)
+{
+    char *file = NULL;
+    const char *bytes = it->data;
+    size_t len = it->len;
+    ge_status st = GE_OK;
+    if (!it->inline_bytes && (st = read_file(it->data, MEDIA_FILE_MAX, &file, &len, err)))
+        return st;
+    ge_image img = {0};
+    st = ge_image_decode(file ? file : bytes, len, NULL, &img, err);
+    free(file);
+    if (!st)
+        st = ge_image_plan(img.h, img.w, P->c->image_tokens, &it->th, &it->tw, &it->n_soft,
+                           err);
+    if (!st && !P->o->tokenize) { /* --tokenize needs only the counts */
+        it->rgb = malloc((size_t)it->th * it->tw * 3);
+        st = it->rgb ? ge_image_resize(img.rgb, img.h, img.w, it->rgb, it->th, it->tw, err)
+                     : ge_fail(err, GE_E_NOMEM, "out of memory");
+    }
+    ge_image_free(&img);
+    free(it->data);
+    it->data = NULL;
+    return st;
+}
+
+static const char *const ITEM_NAME[] = {"text", "image", "audio", "video"};
+
+/* A record with media: decode its images, then tokenize texts and media blocks together. */
+static void decode_record(pipe_t *P, slot *s, ge_tokens *toks)
+{
+    ge_err e = {0};
+    char msg[sizeof e.msg + 800];
+    ge_part *parts = calloc(s->n_items, sizeof *parts);
+    ge_status st = parts ? GE_OK : ge_fail(&e, GE_E_NOMEM, "out of memory");
+    for (size_t i = 0; !st && i < s->n_items; i++) {
+        item *it = &s->items[i];
+        if (it->kind == GE_ITEM_TEXT) {
+            parts[i] = (ge_part){GE_PART_TEXT, it->data, it->len, 0};
+        } else if (it->kind == GE_ITEM_IMAGE) {
+            char name[300] = "inline data";
+            if (!it->inline_bytes)
+                snprintf(name, sizeof name, "%s", it->data);
+            if ((st = decode_image(P, it, &e)) == GE_OK)
+                parts[i] = (ge_part){GE_PART_IMAGE, NULL, 0, it->n_soft};
+            else
+                ge_err_prefix(&e, "image item %zu (%s)", i + 1, name);
+        } else {
+            st = ge_fail(&e, GE_E_UNSUPPORTED, "item %zu: %s input is not available yet",
+                         i + 1, ITEM_NAME[it->kind]);
+        }
+    }
+    const char *prefix = s->prefix ? s->prefix : P->c->prefix;
+    toks->n = 0;
+    if (!st)
+        st = ge_tokenize_parts(P->c->model, prefix && *prefix ? prefix : NULL, parts,
+                               s->n_items, toks, &e);
+    free(parts);
+    if (!st && toks->n > P->max_tokens && !P->o->tokenize)
+        st = ge_fail(&e, GE_E_LIMIT, "too long: %zu tokens with the media, the limit is %zu "
+                     "(--truncate does not cut records with media)", toks->n, P->max_tokens);
+    if (!st) {
+        s->n_tokens = s->orig_tokens = toks->n;
+        if ((s->tokens = malloc(toks->n * sizeof *s->tokens)))
+            memcpy(s->tokens, toks->ids, toks->n * sizeof *s->tokens);
+        else
+            st = ge_fail(&e, GE_E_NOMEM, "out of memory");
+    }
+    if (st) {
+        snprintf(msg, sizeof msg, "%s: %s", s->where, e.msg);
+        if (!set_error(s, st == GE_E_LIMIT && strstr(e.msg, "too long") ? "too_long"
+                                                                       : ge_status_name(st),
+                       msg))
+            s->err_code = "out_of_memory";
+    }
+    for (size_t i = 0; i < s->n_items; i++) /* texts are in the tokens now */
+        if (s->items[i].kind == GE_ITEM_TEXT)
+            free(s->items[i].data), s->items[i].data = NULL;
+}
+
 static void *worker_main(void *v)
 {
     pipe_t *P = v;
@@ -317,10 +464,24 @@ static void *worker_main(void *v)
             n = CLAIM;
         P->n_claimed += n;
         pthread_mutex_unlock(&P->mu);
-        for (unsigned long long q = first; q < first + n; q++)
-            if (!at(P, q)->err_code)
-                tokenize(P, at(P, q), &toks);
+        size_t grown = 0; /* decoded images: charged to the byte budget */
+        for (unsigned long long q = first; q < first + n; q++) {
+            slot *s = at(P, q);
+            if (s->err_code)
+                continue;
+            if (!s->n_items) {
+                tokenize(P, s, &toks);
+                continue;
+            }
+            decode_record(P, s, &toks);
+            for (size_t i = 0; i < s->n_items; i++)
+                if (s->items[i].rgb) {
+                    size_t b = (size_t)s->items[i].th * s->items[i].tw * 3;
+                    s->bytes += b, grown += b;
+                }
+        }
         pthread_mutex_lock(&P->mu);
+        P->bytes += grown;
         for (unsigned long long q = first; q < first + n; q++)
             at(P, q)->state = SLOT_READY;
         pthread_cond_signal(&P->cv_ready);
@@ -348,19 +509,23 @@ static int longest_first(const void *a, const void *b)
 /* Embed the records of one wave (already checked to fit); a failed wave is redone record by
  * record so that the error lands on the record that caused it. */
 static void embed_wave(pipe_t *P, const job *w, size_t n, const int32_t **ids, size_t *lens,
-                       float *vecs)
+                       ge_media_rows *media, float *vecs)
 {
     ge_err e = {0};
     char msg[sizeof e.msg + 700];
     for (size_t i = 0; i < n; i++) {
-        ids[i] = at(P, w[i].seq)->tokens;
-        lens[i] = at(P, w[i].seq)->n_tokens;
+        const slot *s = at(P, w[i].seq);
+        ids[i] = s->tokens;
+        lens[i] = s->n_tokens;
+        media[i] = (ge_media_rows){s->rows, s->n_rows};
     }
-    ge_status est = ge_embed_batch(P->c->model, ids, lens, n, vecs, &e);
+    ge_status est = ge_embed_batch_media(P->c->model, ids, lens, media, n, vecs, &e);
     for (size_t i = 0; i < n; i++) {
         slot *s = at(P, w[i].seq);
         float *v = vecs + i * (size_t)P->model_dim;
-        ge_status st = est ? ge_embed(P->c->model, s->tokens, s->n_tokens, v, &e) : GE_OK;
+        ge_status st = est ? ge_embed_batch_media(P->c->model, &ids[i], &lens[i], &media[i], 1,
+                                                  v, &e)
+                           : GE_OK;
         for (int k = 0; !st && k < P->model_dim; k++)
             if (!isfinite(v[k]))
                 st = ge_fail(&e, GE_E_INTERNAL, "the embedding has non-finite values");
@@ -378,6 +543,45 @@ static void embed_wave(pipe_t *P, const job *w, size_t n, const int32_t **ids, s
     }
 }
 
+/* The soft tokens of a record's images, in sequence order, into s->rows (an error makes it
+ * an error record). */
+static void encode_media(pipe_t *P, slot *s)
+{
+    ge_err e = {0};
+    char msg[sizeof e.msg + 700];
+    const int H = ge_model_hidden(P->c->model);
+    size_t total = 0;
+    for (size_t i = 0; i < s->n_items; i++)
+        total += s->items[i].rgb ? (size_t)s->items[i].n_soft : 0;
+    ge_status st = (s->rows = malloc(total * H * sizeof *s->rows)) || !total
+                       ? GE_OK : ge_fail(&e, GE_E_NOMEM, "out of memory");
+    for (size_t i = 0, at_row = 0; !st && i < s->n_items; i++) {
+        item *it = &s->items[i];
+        if (!it->rgb)
+            continue;
+        const int pw = it->tw / GE_IMAGE_PATCH, ph = it->th / GE_IMAGE_PATCH;
+        const size_t np = (size_t)pw * ph;
+        float *patches = malloc(np * GE_IMAGE_PATCH_DIM * sizeof *patches);
+        int32_t *pos = malloc(np * 2 * sizeof *pos);
+        st = patches && pos ? ge_image_patchify(it->rgb, it->th, it->tw, patches, pos, &e)
+                            : ge_fail(&e, GE_E_NOMEM, "out of memory");
+        if (!st)
+            st = ge_model_encode_image(P->c->model, patches, pos, pw, ph,
+                                       s->rows + at_row * H, &e);
+        if (st)
+            ge_err_prefix(&e, "image item %zu", i + 1);
+        free(patches), free(pos), free(it->rgb);
+        it->rgb = NULL;
+        at_row += (size_t)it->n_soft;
+    }
+    s->n_rows = total;
+    if (st) {
+        snprintf(msg, sizeof msg, "%s: %s", s->where, e.msg);
+        if (!set_error(s, ge_status_name(st), msg))
+            s->err_code = "out_of_memory";
+    }
+}
+
 /* Embed the text records among seq [first, first + n): longest first, packed into waves
  * first-fit-decreasing; a record longer than a wave runs alone. */
 static bool embed_window(pipe_t *P, unsigned long long first, size_t n)
@@ -386,10 +590,15 @@ static bool embed_window(pipe_t *P, unsigned long long first, size_t n)
     size_t *fill_of = malloc(n * sizeof *fill_of), *bin_of = malloc(n * sizeof *bin_of);
     const int32_t **ids = malloc(n * sizeof *ids);
     size_t *lens = malloc(n * sizeof *lens);
+    ge_media_rows *media = malloc(n * sizeof *media);
     float *vecs = malloc(n * (size_t)P->model_dim * sizeof *vecs);
     job *wave = malloc(n * sizeof *wave);
-    bool ok = jobs && fill_of && bin_of && ids && lens && vecs && wave;
+    bool ok = jobs && fill_of && bin_of && ids && lens && media && vecs && wave;
     size_t m = 0, bins = 0;
+    /* the images first: their soft tokens go into the sequences */
+    for (size_t i = 0; ok && i < n; i++)
+        if (!at(P, first + i)->err_code && at(P, first + i)->n_items)
+            encode_media(P, at(P, first + i));
     for (size_t i = 0; ok && i < n; i++)
         if (!at(P, first + i)->err_code)
             jobs[m++] = (job){at(P, first + i)->n_tokens, first + i};
@@ -409,10 +618,11 @@ static bool embed_window(pipe_t *P, unsigned long long first, size_t n)
             for (size_t i = 0; i < m; i++)
                 if (bin_of[i] == b)
                     wave[k++] = jobs[i];
-            embed_wave(P, wave, k, ids, lens, vecs);
+            embed_wave(P, wave, k, ids, lens, media, vecs);
         }
     }
-    free(jobs), free(fill_of), free(bin_of), free(ids), free(lens), free(vecs), free(wave);
+    free(jobs), free(fill_of), free(bin_of), free(ids), free(lens), free(media), free(vecs);
+    free(wave);
     return ok;
 }
 

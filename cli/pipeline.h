@@ -1,10 +1,10 @@
 /* pipeline.h - the record stream of a run, as stages on their own threads:
  *
  *   reader (the calling thread: input, --shard, --resume skip)
- *     -> decode/tokenize workers (text: prompt + tokenizer + length check; media decoders
- *        plug in here)
- *     -> tower thread (windows of consecutive records, texts sorted by length and packed
- *        into waves, the engine's forward, Matryoshka)
+ *     -> decode/tokenize workers (images decoded and resized, then the record's texts and
+ *        media blocks tokenized: every token and soft-token count known here)
+ *     -> tower thread (windows of consecutive records: their images through the vision
+ *        tower, then the sequences sorted by length and packed into waves, Matryoshka)
  *     -> writer thread (input order restored, error records, checkpoints, progress).
  *
  * Every input record yields exactly one output row or error record, in input order. Memory
@@ -28,6 +28,7 @@ typedef struct {
     ge_out *out;
     const char *prefix;      /* global prompt prefix, or NULL */
     int dim;                 /* output width (Matryoshka) */
+    int image_tokens;        /* soft tokens per image (--image-tokens) */
     bool binary;             /* npy/f32/npz output: rows cannot carry notes */
     bool progress;           /* draw the progress line on stderr */
     unsigned long long skip; /* input records already done (--resume) */

@@ -359,7 +359,8 @@ void ge_model_free(ge_model *m)
         free(m->rope_cos[i]), free(m->rope_sin[i]);
     ge_tok_free(m->tok);
     ge_vision_free(m->vision);
-    free(m->mmproj);
+    for (int i = 0; i < m->n_mmproj; i++)
+        free(m->mmproj[i]);
     free(m->layers);
     ge_gguf_close(m->gguf);
     free(m);
@@ -377,34 +378,45 @@ ge_status ge_model_row_scratch(ge_model *m, int64_t n, ge_err *err)
     return GE_OK;
 }
 
-/* The vision tower, opened on first use; a failure is kept and given to every later call. */
+/* The vision tower, opened on first use from the first mmproj that has one; a failure is
+ * kept and given to every later call. */
 static ge_status vision(ge_model *m, ge_err *err)
 {
     if (m->vision)
         return GE_OK;
-    if (!m->mmproj)
+    if (!m->n_mmproj)
         return ge_fail(err, GE_E_USAGE, "images need a vision tower: give --mmproj");
     if (m->vision_err.code == GE_OK) {
-        ge_err e = {0};
-        ge_status st = ge_vision_open(&m->vision, m->mmproj, m->hp.n_embd, &e);
-        if (!st)
-            return GE_OK;
-        m->vision_err = e;
-        m->vision_err.code = st;
+        for (int i = 0; i < m->n_mmproj; i++) {
+            ge_err e = {0};
+            ge_status st = ge_vision_open(&m->vision, m->mmproj[i], m->hp.n_embd, &e);
+            if (!st)
+                return GE_OK;
+            /* a file without a vision encoder may be the audio one: try the next */
+            if (i == 0 || st != GE_E_UNSUPPORTED || !strstr(e.msg, "no vision encoder"))
+                m->vision_err = e, m->vision_err.code = st;
+        }
     }
     *err = m->vision_err;
     return m->vision_err.code;
 }
 
-ge_status ge_model_set_mmproj(ge_model *m, const char *path, ge_err *err)
+ge_status ge_model_set_mmproj(ge_model *m, const char *const *paths, int n, ge_err *err)
 {
-    free(m->mmproj);
+    for (int i = 0; i < m->n_mmproj; i++)
+        free(m->mmproj[i]);
     ge_vision_free(m->vision);
     m->vision = NULL;
+    m->n_mmproj = 0;
     memset(&m->vision_err, 0, sizeof m->vision_err);
-    if (!(m->mmproj = strdup(path)))
-        return ge_fail(err, GE_E_NOMEM, "out of memory");
-    return m->cfg.v[GE_CFG_PREPACK] ? vision(m, err) : GE_OK;
+    if (n < 0 || n > 2)
+        return ge_fail(err, GE_E_USAGE, "at most two mmproj files");
+    for (int i = 0; i < n; i++) {
+        if (!(m->mmproj[i] = strdup(paths[i])))
+            return ge_fail(err, GE_E_NOMEM, "out of memory");
+        m->n_mmproj++;
+    }
+    return n && m->cfg.v[GE_CFG_PREPACK] ? vision(m, err) : GE_OK;
 }
 
 ge_status ge_model_encode_image(ge_model *m, const float *patches, const int32_t *pos, int pw,

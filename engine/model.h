@@ -73,7 +73,8 @@ struct ge_model {
     ge_tensor out_norm;        /* {H} */
     ge_tensor out_proj;        /* {H, E} */
     ge_tok *tok;
-    char *mmproj;              /* --mmproj path for the vision tower, NULL: none */
+    char *mmproj[2];           /* --mmproj files */
+    int n_mmproj;
     ge_vision *vision;         /* opened on the first image */
     ge_err vision_err;         /* why it could not be opened (code GE_OK: not tried yet) */
     ge_stats stats;

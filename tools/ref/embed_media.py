@@ -136,8 +136,8 @@ def record_items(rec):
             kind = it.get("type")
             if kind == "text" and isinstance(it.get("text"), str):
                 items.append(("text", it["text"]))
-            elif kind == "image" and isinstance(it.get("image"), str):
-                items.append(("image", it["image"]))
+            elif kind == "image" and isinstance(it.get("image", it.get("path")), str):
+                items.append(("image", it.get("image", it.get("path"))))
             else:
                 raise RecordError("unsupported content item %s"
                                   % json.dumps(it)[:80])
