@@ -113,9 +113,10 @@ def load_image(path, budget):
     if hasattr(ip, "load_rgb"):
         rgb = ip.load_rgb(path)
     else:
-        from PIL import Image
+        # as Hugging Face's load_image: EXIF orientation applied, then convert("RGB")
+        from PIL import Image, ImageOps
         with Image.open(path) as im:
-            rgb = np.asarray(im.convert("RGB"), dtype=np.uint8)
+            rgb = np.asarray(ImageOps.exif_transpose(im).convert("RGB"), dtype=np.uint8)
     patches, positions, _ = ip.preprocess(rgb, budget)
     return (np.asarray(patches, dtype=np.float64),
             np.asarray(positions, dtype=np.int64))
