@@ -153,7 +153,7 @@ FUZZ_ARGS   ?=
 FUZZ        = build/fuzz
 FUZZ_SAN    = -fsanitize=address,undefined -fno-sanitize-recover=undefined
 FUZZ_CFLAGS = -O1 -g -fno-omit-frame-pointer $(FUZZ_SAN)
-FUZZ_LIBSRC = $(ENGINE_SRC) $(KERNEL_SRC) cli/input.c cli/json_span.c
+FUZZ_LIBSRC = $(ENGINE_SRC) $(KERNEL_SRC) cli/input.c cli/json_span.c cli/base64.c
 FUZZ_LIBOBJ = $(patsubst %.c,$(FUZZ)/obj/%.o,$(FUZZ_LIBSRC))
 FUZZ_NAMES  = $(patsubst tests/fuzz/fuzz_%.c,%,$(wildcard tests/fuzz/fuzz_*.c))
 FUZZ_BIN    = $(patsubst %,$(FUZZ)/fuzz_%,$(FUZZ_NAMES))

@@ -877,8 +877,9 @@ static void parse_files(ge_in *in, ge_rec *r)
         rec_fail(in, r, "io", "%s: %s", path, strerror(e));
     else if (!kind)
         rec_fail(in, r, "bad_record", "%s: not a media file", path);
-    else if (strcmp(kind, "image") == 0 && add_item(in, r, GE_ITEM_IMAGE, path, strlen(path),
-                                                    false)) {
+    else if (strcmp(kind, "image") != 0)
+        rec_fail(in, r, "unsupported", "%s: %s input is not available yet", path, kind);
+    else if (add_item(in, r, GE_ITEM_IMAGE, path, strlen(path), false)) {
         r->items = in->items;
         r->n_items = in->n_items;
     }

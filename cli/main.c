@@ -225,6 +225,7 @@ int main(int argc, char **argv)
         .prefix = prefix,
         .dim = oc.dim,
         .image_tokens = o.image_tokens,
+        .vision = o.n_mmproj > 0,
         .binary = oc.format != GE_FMT_JSONL,
         .progress = o.progress || (!o.quiet && isatty(STDERR_FILENO)),
         .stop = &g_stop,

@@ -409,10 +409,13 @@ static void decode_record(pipe_t *P, slot *s, ge_tokens *toks)
             char name[300] = "inline data";
             if (!it->inline_bytes)
                 snprintf(name, sizeof name, "%s", it->data);
-            if ((st = decode_image(P, it, &e)) == GE_OK)
-                parts[i] = (ge_part){GE_PART_IMAGE, NULL, 0, it->n_soft};
-            else
+            st = P->c->vision ? decode_image(P, it, &e)
+                              : ge_fail(&e, GE_E_UNSUPPORTED, "images need a vision tower: "
+                                        "give --mmproj");
+            if (st)
                 ge_err_prefix(&e, "image item %zu (%s)", i + 1, name);
+            else
+                parts[i] = (ge_part){GE_PART_IMAGE, NULL, 0, it->n_soft};
         } else {
             st = ge_fail(&e, GE_E_UNSUPPORTED, "item %zu: %s input is not available yet",
                          i + 1, ITEM_NAME[it->kind]);

@@ -29,6 +29,7 @@ typedef struct {
     const char *prefix;      /* global prompt prefix, or NULL */
     int dim;                 /* output width (Matryoshka) */
     int image_tokens;        /* soft tokens per image (--image-tokens) */
+    bool vision;             /* an mmproj was given: images can be embedded */
     bool binary;             /* npy/f32/npz output: rows cannot carry notes */
     bool progress;           /* draw the progress line on stderr */
     unsigned long long skip; /* input records already done (--resume) */

@@ -138,6 +138,16 @@ for budget in (70, 280):
                   "(worst %.8f, %s)" % (kind, budget, name, bound, worst[0], worst[1]),
                   "below the bound")
 
+# ---- --input files: a list of image paths, each embedded as that image alone ---------------
+with open(path("list.txt"), "w") as f:
+    f.write("\n".join(path(n) for n in GOOD) + "\n")
+rc, got, err = gemmaembed("q8_0", 70, "--input", "files", src=path("list.txt"))
+rc2, want, _ = gemmaembed("q8_0", 70, src=path("records.jsonl"))
+check(rc == 0 and [g["embedding"] for g in got] == [w["embedding"] for w in want[:len(GOOD)]]
+      and [g["id"] for g in got] == [path(n) for n in GOOD],
+      "--input files: each image as the record {\"image\": path}, id = the path",
+      "rc %d: %s" % (rc, err[-200:]))
+
 # ---- bad images among good records -----------------------------------------------------------
 with open(path("landscape.png"), "rb") as f:
     png = f.read()

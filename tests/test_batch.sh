@@ -242,8 +242,8 @@ rc=$?
 check "--input files: one error record per path, the right codes and messages" "$PY" - <<'EOF'
 import json
 got = [json.loads(l) for l in open("files.out")]
-want = [("img.png", "unsupported", "img.png: image input is not available yet"),
-        ("photo.dat", "unsupported", "photo.dat: image input is not available yet"),
+want = [("img.png", "unsupported", "(img.png): images need a vision tower: give --mmproj"),
+        ("photo.dat", "unsupported", "(photo.dat): images need a vision tower: give --mmproj"),
         ("sound.wav", "unsupported", "sound.wav: audio input is not available yet"),
         ("song.flac", "unsupported", "song.flac: audio input is not available yet"),
         ("clip.mp4", "unsupported", "clip.mp4: video input is not available yet"),

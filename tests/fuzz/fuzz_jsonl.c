@@ -64,8 +64,21 @@ static void check_record(const ge_rec *r, unsigned long long n)
              r);
         return;
     }
-    must(r->text != NULL, "text", r);
-    must(ge_utf8_check(r->text, r->text_len) == r->text_len, "text is valid UTF-8", r);
+    /* a text record, or a record of items: valid UTF-8 texts, media with data (a path
+     * without NUL bytes, or decoded inline bytes) */
+    must((r->text != NULL) != (r->n_items > 0), "text or items", r);
+    if (r->text)
+        must(ge_utf8_check(r->text, r->text_len) == r->text_len, "text is valid UTF-8", r);
+    for (size_t i = 0; i < r->n_items; i++) {
+        const ge_rec_item *it = &r->items[i];
+        must(it->data != NULL, "item data", r);
+        if (it->kind == GE_ITEM_TEXT)
+            must(ge_utf8_check(it->data, it->len) == it->len, "item text is valid UTF-8", r);
+        else
+            must(it->len > 0 && (it->inline_bytes || strlen(it->data) == it->len),
+                 "a media item's path or bytes", r);
+        ge_json_put_string(sink, it->data, it->len);
+    }
     if (r->prefix)
         must(ge_utf8_check(r->prefix, strlen(r->prefix)) == strlen(r->prefix),
              "prefix is valid UTF-8", r);
@@ -78,7 +91,8 @@ static void check_record(const ge_rec *r, unsigned long long n)
     } else {
         must(ge_json_number_valid(r->id, r->id_len), "a numeric id is one JSON number", r);
     }
-    ge_json_put_string(sink, r->text, r->text_len);
+    if (r->text)
+        ge_json_put_string(sink, r->text, r->text_len);
     ge_json_put_string(sink, r->id, r->id_len);
 }
 
@@ -94,6 +108,8 @@ static uint64_t fingerprint(const ge_rec *r)
     MIX(r->id, r->id_len);
     if (r->text)
         MIX(r->text, r->text_len);
+    for (size_t i = 0; i < r->n_items; i++)
+        MIX(r->items[i].data, r->items[i].len);
     if (r->prefix)
         MIX(r->prefix, strlen(r->prefix));
     if (r->err_code)
