@@ -422,6 +422,20 @@ ge_status ge_gguf_get_u32(const ge_gguf *g, const char *key, uint32_t *out, ge_e
     return ge_gguf_get_u32_or(g, key, 0, out, err);
 }
 
+ge_status ge_gguf_get_int_in(const ge_gguf *g, const char *key, int lo, int hi, int *out,
+                             ge_err *err)
+{
+    uint32_t v;
+    ge_status st = ge_gguf_get_u32(g, key, &v, err);
+    if (st)
+        return st;
+    if (v < (uint32_t)lo || v > (uint32_t)hi)
+        return ge_fail(err, GE_E_FORMAT, "%s: metadata %s = %u is out of range [%d, %d]",
+                       g->path, key, v, lo, hi);
+    *out = (int)v;
+    return GE_OK;
+}
+
 ge_status ge_gguf_get_f32(const ge_gguf *g, const char *key, float *out, ge_err *err)
 {
     const ge_gguf_kv *kv = ge_gguf_find(g, key);

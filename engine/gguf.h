@@ -67,6 +67,9 @@ const ge_gguf_tensor *ge_gguf_tensor_find(const ge_gguf *g, const char *name);
 ge_status ge_gguf_get_u32(const ge_gguf *g, const char *key, uint32_t *out, ge_err *err);
 ge_status ge_gguf_get_u32_or(const ge_gguf *g, const char *key, uint32_t dflt, uint32_t *out,
                              ge_err *err);
+/* An integer within [lo, hi] (GE_E_FORMAT naming the file, key and range otherwise). */
+ge_status ge_gguf_get_int_in(const ge_gguf *g, const char *key, int lo, int hi, int *out,
+                             ge_err *err);
 ge_status ge_gguf_get_f32(const ge_gguf *g, const char *key, float *out, ge_err *err);
 ge_status ge_gguf_get_bool_or(const ge_gguf *g, const char *key, bool dflt, bool *out,
                               ge_err *err);

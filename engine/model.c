@@ -100,20 +100,6 @@ static ge_status bind_layer(const ge_gguf *g, const ge_hparams *hp, int i, ge_la
     return GE_OK;
 }
 
-/* Validate a positive integer hyperparameter within [lo, hi]. */
-static ge_status hparam(const ge_gguf *g, const char *key, int lo, int hi, int *out, ge_err *err)
-{
-    uint32_t v;
-    ge_status st = ge_gguf_get_u32(g, key, &v, err);
-    if (st)
-        return st;
-    if (v < (uint32_t)lo || v > (uint32_t)hi)
-        return ge_fail(err, GE_E_FORMAT, "%s: metadata %s = %u is out of range [%d, %d]",
-                       g->path, key, v, lo, hi);
-    *out = (int)v;
-    return GE_OK;
-}
-
 static ge_status load_hparams(ge_model *m, ge_err *err)
 {
     const ge_gguf *g = m->gguf;
@@ -128,19 +114,19 @@ static ge_status load_hparams(ge_model *m, ge_err *err)
                        g->path, (int)(arch.len > 64 ? 64 : arch.len), arch.ptr);
     const int big = 1 << 20;
     int head_full, head_swa, vfull, vswa, rope_full, rope_swa, swa = 0, ctx;
-    if ((st = hparam(g, KEY("embedding_length"), 1, big, &hp->n_embd, err)) ||
-        (st = hparam(g, KEY("block_count"), 1, 4096, &hp->n_layer, err)) ||
-        (st = hparam(g, KEY("attention.head_count"), 1, 4096, &hp->n_head, err)) ||
-        (st = hparam(g, KEY("feed_forward_length"), 1, big, &hp->n_ff, err)) ||
-        (st = hparam(g, KEY("embedding_length_per_layer_input"), 1, big, &hp->n_ple, err)) ||
-        (st = hparam(g, KEY("embedding_length_out"), 1, big, &hp->n_out, err)) ||
-        (st = hparam(g, KEY("attention.key_length"), 2, 65536, &head_full, err)) ||
-        (st = hparam(g, KEY("attention.key_length_swa"), 2, 65536, &head_swa, err)) ||
-        (st = hparam(g, KEY("attention.value_length"), 2, 65536, &vfull, err)) ||
-        (st = hparam(g, KEY("attention.value_length_swa"), 2, 65536, &vswa, err)) ||
-        (st = hparam(g, KEY("rope.dimension_count"), 2, 65536, &rope_full, err)) ||
-        (st = hparam(g, KEY("rope.dimension_count_swa"), 2, 65536, &rope_swa, err)) ||
-        (st = hparam(g, KEY("context_length"), 1, INT32_MAX, &ctx, err)))
+    if ((st = ge_gguf_get_int_in(g, KEY("embedding_length"), 1, big, &hp->n_embd, err)) ||
+        (st = ge_gguf_get_int_in(g, KEY("block_count"), 1, 4096, &hp->n_layer, err)) ||
+        (st = ge_gguf_get_int_in(g, KEY("attention.head_count"), 1, 4096, &hp->n_head, err)) ||
+        (st = ge_gguf_get_int_in(g, KEY("feed_forward_length"), 1, big, &hp->n_ff, err)) ||
+        (st = ge_gguf_get_int_in(g, KEY("embedding_length_per_layer_input"), 1, big, &hp->n_ple, err)) ||
+        (st = ge_gguf_get_int_in(g, KEY("embedding_length_out"), 1, big, &hp->n_out, err)) ||
+        (st = ge_gguf_get_int_in(g, KEY("attention.key_length"), 2, 65536, &head_full, err)) ||
+        (st = ge_gguf_get_int_in(g, KEY("attention.key_length_swa"), 2, 65536, &head_swa, err)) ||
+        (st = ge_gguf_get_int_in(g, KEY("attention.value_length"), 2, 65536, &vfull, err)) ||
+        (st = ge_gguf_get_int_in(g, KEY("attention.value_length_swa"), 2, 65536, &vswa, err)) ||
+        (st = ge_gguf_get_int_in(g, KEY("rope.dimension_count"), 2, 65536, &rope_full, err)) ||
+        (st = ge_gguf_get_int_in(g, KEY("rope.dimension_count_swa"), 2, 65536, &rope_swa, err)) ||
+        (st = ge_gguf_get_int_in(g, KEY("context_length"), 1, INT32_MAX, &ctx, err)))
         return st;
     if (vfull != head_full || vswa != head_swa)
         return ge_fail(err, GE_E_UNSUPPORTED, "%s: value_length differs from key_length",
@@ -206,7 +192,7 @@ static ge_status load_hparams(ge_model *m, ge_err *err)
     if (swa) {
         /* llama.cpp stores 2x the HF radius: keys with |i - j| <= n_swa/2 are visible */
         int n_swa;
-        if ((st = hparam(g, KEY("attention.sliding_window"), 2, INT32_MAX, &n_swa, err)))
+        if ((st = ge_gguf_get_int_in(g, KEY("attention.sliding_window"), 2, INT32_MAX, &n_swa, err)))
             return st;
         hp->swa_radius = n_swa / 2;
     }

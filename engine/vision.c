@@ -34,19 +34,6 @@ struct ge_vision {
 
 /* ---- binding ------------------------------------------------------------------------------ */
 
-static ge_status hp_u32(const ge_gguf *g, const char *key, int lo, int hi, int *out, ge_err *err)
-{
-    uint32_t v;
-    ge_status st = ge_gguf_get_u32(g, key, &v, err);
-    if (st)
-        return st;
-    if (v < (uint32_t)lo || v > (uint32_t)hi)
-        return ge_fail(err, GE_E_FORMAT, "%s: metadata %s = %u is out of range [%d, %d]",
-                       g->path, key, v, lo, hi);
-    *out = (int)v;
-    return GE_OK;
-}
-
 static ge_status bind_layer(const ge_vision *v, int i, vlayer *l, ge_err *err)
 {
     const int D = v->D, F = v->n_ff, hd = v->head_dim;
@@ -106,17 +93,17 @@ static ge_status bind_vision(ge_vision *v, int text_hidden, ge_err *err)
                      "(expected \"gemma4v\")", g->path, (int)(s.len > 64 ? 64 : s.len), s.ptr);
     const int big = 1 << 16;
     if (!st)
-        st = hp_u32(g, "clip.vision.embedding_length", 1, big, &v->D, err);
+        st = ge_gguf_get_int_in(g, "clip.vision.embedding_length", 1, big, &v->D, err);
     if (!st)
-        st = hp_u32(g, "clip.vision.block_count", 1, 1024, &v->n_layer, err);
+        st = ge_gguf_get_int_in(g, "clip.vision.block_count", 1, 1024, &v->n_layer, err);
     if (!st)
-        st = hp_u32(g, "clip.vision.attention.head_count", 1, 1024, &v->n_head, err);
+        st = ge_gguf_get_int_in(g, "clip.vision.attention.head_count", 1, 1024, &v->n_head, err);
     if (!st)
-        st = hp_u32(g, "clip.vision.feed_forward_length", 1, big * 4, &v->n_ff, err);
+        st = ge_gguf_get_int_in(g, "clip.vision.feed_forward_length", 1, big * 4, &v->n_ff, err);
     if (!st)
-        st = hp_u32(g, "clip.vision.patch_size", 1, 64, &v->patch, err);
+        st = ge_gguf_get_int_in(g, "clip.vision.patch_size", 1, 64, &v->patch, err);
     if (!st)
-        st = hp_u32(g, "clip.vision.projection_dim", 1, big, &v->proj_dim, err);
+        st = ge_gguf_get_int_in(g, "clip.vision.projection_dim", 1, big, &v->proj_dim, err);
     if (!st)
         st = ge_gguf_get_f32(g, "clip.vision.attention.layer_norm_epsilon", &v->eps, err);
     if (st)
