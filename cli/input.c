@@ -689,6 +689,11 @@ static void media_record(ge_in *in, ge_rec *r, json_t *root, json_t *content)
         }
         if (ok && tl)
             ok = add_item(in, r, GE_ITEM_TEXT, t, tl, false);
+        if (ok && in->n_items == 0) {
+            rec_fail(in, r, "bad_record", "nothing to embed: no media in the media fields and "
+                     "no text");
+            return;
+        }
     }
     if (!ok)
         return;
