@@ -11,7 +11,6 @@ and Q8_0 models: per record cosine >= 0.99999 (f32 weights, fast and reference t
 mixed with good records: one error record each naming its line and cause, every good record
 as when run alone, exit status 1."""
 import base64
-import io
 import json
 import os
 import subprocess

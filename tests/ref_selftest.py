@@ -21,12 +21,12 @@ import os
 import shutil
 import sys
 import tempfile
-import traceback
 
 import numpy as np
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.join(ROOT, "tools", "ref"))
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 import gguf as G  # noqa: E402
 import testgguf  # noqa: E402
@@ -34,42 +34,9 @@ from embed import PROMPTS, prompt_prefix  # noqa: E402
 from model import (Model, attention, attention_mask, gelu_tanh,  # noqa: E402
                    l2_normalize, matryoshka, rms_norm, rope_neox)
 from tokenizer import Tokenizer  # noqa: E402
+from selfcheck import RESULTS, check, skip  # noqa: E402
 
-RESULTS = {"pass": 0, "fail": 0, "skip": 0}
 TMP = tempfile.mkdtemp(prefix="ref_selftest.")
-
-
-def report(name, ok, detail=""):
-    if ok:
-        RESULTS["pass"] += 1
-        print("PASS: %s%s" % (name, " (%s)" % detail if detail else ""),
-              flush=True)
-    else:
-        RESULTS["fail"] += 1
-        print("FAIL: %s: %s" % (name, detail), flush=True)
-
-
-def skip(name, why):
-    RESULTS["skip"] += 1
-    print("SKIP: %s: %s" % (name, why), flush=True)
-
-
-def check(name):
-    """Decorator: run fn(); it returns (ok, detail) or raises."""
-    def deco(fn):
-        try:
-            r = fn()
-            if r is None:
-                report(name, True)
-            elif r == "skip":
-                pass
-            else:
-                report(name, r[0], r[1])
-        except Exception as e:   # noqa: BLE001
-            report(name, False, "%s: %s" % (type(e).__name__, e)
-                   + " | " + traceback.format_exc().splitlines()[-3].strip())
-        return fn
-    return deco
 
 
 def cos(a, b):

@@ -21,18 +21,19 @@ import os
 import shutil
 import sys
 import tempfile
-import traceback
 from contextlib import redirect_stdout
 
 import numpy as np
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.join(ROOT, "tools", "ref"))
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 import embed_media as EM  # noqa: E402
 from gguf import GGUFError, GGUFFile  # noqa: E402
 from model import Model, l2_normalize, rms_norm  # noqa: E402
 from tokenizer import Tokenizer  # noqa: E402
+from selfcheck import RESULTS, check  # noqa: E402
 from vision import (VisionTower, bidirectional_attention,  # noqa: E402
                     grid_of, grid_positions, pool_index, rope_2d)
 
@@ -42,31 +43,6 @@ MM_Q8 = os.path.join(TD, "tiny-mmproj-q8_0.gguf")
 TXT = os.path.join(TD, "tiny-f32.gguf")
 TXT_Q8 = os.path.join(TD, "tiny-q8_0.gguf")
 TMP = tempfile.mkdtemp(prefix="ref_vision_selftest.")
-RESULTS = {"pass": 0, "fail": 0}
-
-
-def report(name, ok, detail=""):
-    RESULTS["pass" if ok else "fail"] += 1
-    if ok:
-        print("PASS: %s%s" % (name, " (%s)" % detail if detail else ""), flush=True)
-    else:
-        print("FAIL: %s: %s" % (name, detail), flush=True)
-
-
-def check(name):
-    """Decorator: run fn(); it returns None (pass) or (ok, detail), or raises."""
-    def deco(fn):
-        try:
-            r = fn()
-            if r is None:
-                report(name, True)
-            else:
-                report(name, r[0], r[1])
-        except Exception as e:   # noqa: BLE001
-            report(name, False, "%s: %s | %s" % (type(e).__name__, e,
-                                                 traceback.format_exc().splitlines()[-3].strip()))
-        return fn
-    return deco
 
 
 def maxabs(a, b):

@@ -56,6 +56,17 @@ def prompt_prefix(name):
     return PROMPTS[key]
 
 
+def record_prefix(rec, args):
+    """The record's own "prefix" or "prompt", else --prefix, else --prompt."""
+    if "prefix" in rec:
+        return rec["prefix"]
+    if rec.get("prompt") is not None:
+        return prompt_prefix(rec["prompt"])
+    if args.prefix is not None:
+        return args.prefix
+    return prompt_prefix(args.prompt)
+
+
 def fmt_float(x):
     return repr(float(x))
 
@@ -91,15 +102,7 @@ def main(argv=None):
         text = rec.get("text")
         if not isinstance(text, str):
             sys.exit("line %d: no text" % n)
-        if "prefix" in rec:
-            prefix = rec["prefix"]
-        elif rec.get("prompt") is not None:
-            prefix = prompt_prefix(rec["prompt"])
-        elif a.prefix is not None:
-            prefix = a.prefix
-        else:
-            prefix = prompt_prefix(a.prompt)
-        ids = tok.encode(prefix + text)
+        ids = tok.encode(record_prefix(rec, a) + text)
         emb = model.forward(ids, noise_rel=a.noise, noise_seed=a.noise_seed)
         if a.dim:
             emb = matryoshka(emb, a.dim)

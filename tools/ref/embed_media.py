@@ -48,7 +48,7 @@ import numpy as np
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 
-from embed import fmt_float, prompt_prefix  # noqa: E402
+from embed import fmt_float, record_prefix  # noqa: E402
 from gguf import GGUFFile  # noqa: E402
 from model import Model, matryoshka  # noqa: E402
 from tokenizer import Tokenizer  # noqa: E402
@@ -260,14 +260,7 @@ def main(argv=None):
         rec = json.loads(line)
         rec_id = rec.get("id", n)
         try:
-            if "prefix" in rec:
-                prefix = rec["prefix"]
-            elif rec.get("prompt") is not None:
-                prefix = prompt_prefix(rec["prompt"])
-            elif a.prefix is not None:
-                prefix = a.prefix
-            else:
-                prefix = prompt_prefix(a.prompt)
+            prefix = record_prefix(rec, a)
             budget = int(rec.get("budget", a.budget))
             items = record_items(rec)
             images = [load_image(os.path.join(a.base, v), budget)
