@@ -53,7 +53,6 @@ kill -INT "$pid"
 wait "$pid"
 rc=$? ms=$((($(date +%s%N) - start) / 1000000))
 pkill -P "$producer" sleep 2>/dev/null
-kill "$producer" 2>/dev/null
 # (the producer holds the input open for 30 s: ending well before is the point, not speed)
 [ "$rc" -eq 130 ] && [ "$ms" -le 20000 ] && [ "$(wc -l <"$D/idle.jsonl")" -eq 1 ] &&
     grep -q -- "--resume" "$D/idle.err" &&
@@ -78,7 +77,6 @@ else
     rc=running ms=-
 fi
 pkill -P "$producer" sleep 2>/dev/null
-kill "$producer" 2>/dev/null
 wait
 [ "$rc" = 141 ] && [ ! -s "$D/pipe.err" ] &&
     pass "a closed output pipe ends the run quietly, even with the input idle ($ms ms)" ||
