@@ -585,10 +585,13 @@ static void encode_media(pipe_t *P, slot *s)
     }
 }
 
-/* Embed the text records among seq [first, first + n): longest first, packed into waves
- * first-fit-decreasing; a record longer than a wave runs alone. */
-static bool embed_window(pipe_t *P, unsigned long long first, size_t n)
+/* Embed the records among seq [first, first + *n): their images first, then every sequence,
+ * longest first, packed into waves first-fit-decreasing (a record longer than a wave runs
+ * alone). A stop signal between two records' images cuts the window there (*n shrinks): the
+ * rest is left for --resume rather than held up behind minutes of image work. */
+static bool embed_window(pipe_t *P, unsigned long long first, size_t *n_io)
 {
+    size_t n = *n_io;
     job *jobs = malloc(n * sizeof *jobs);
     size_t *fill_of = malloc(n * sizeof *fill_of), *bin_of = malloc(n * sizeof *bin_of);
     const int32_t **ids = malloc(n * sizeof *ids);
@@ -599,9 +602,15 @@ static bool embed_window(pipe_t *P, unsigned long long first, size_t n)
     bool ok = jobs && fill_of && bin_of && ids && lens && media && vecs && wave;
     size_t m = 0, bins = 0;
     /* the images first: their soft tokens go into the sequences */
-    for (size_t i = 0; ok && i < n; i++)
-        if (!at(P, first + i)->err_code && at(P, first + i)->n_items)
+    for (size_t i = 0; ok && i < n; i++) {
+        if (!at(P, first + i)->err_code && at(P, first + i)->n_items) {
+            if (i > 0 && stopping(P)) {
+                n = *n_io = i;
+                break;
+            }
             encode_media(P, at(P, first + i));
+        }
+    }
     for (size_t i = 0; ok && i < n; i++)
         if (!at(P, first + i)->err_code)
             jobs[m++] = (job){at(P, first + i)->n_tokens, first + i};
@@ -671,7 +680,7 @@ static void *tower_main(void *v)
         size_t n = (size_t)(scan - first) < WINDOW_RECORDS ? (size_t)(scan - first)
                                                             : WINDOW_RECORDS;
         pthread_mutex_unlock(&P->mu);
-        bool ok = P->o->tokenize || embed_window(P, first, n);
+        bool ok = P->o->tokenize || embed_window(P, first, &n);
         pthread_mutex_lock(&P->mu);
         if (!ok) {
             pthread_mutex_unlock(&P->mu);

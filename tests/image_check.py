@@ -13,8 +13,10 @@ as when run alone, exit status 1."""
 import base64
 import json
 import os
+import signal
 import subprocess
 import sys
+import time
 import zlib
 
 import numpy as np
@@ -146,6 +148,28 @@ check(rc == 0 and [g["embedding"] for g in got] == [w["embedding"] for w in want
       and [g["id"] for g in got] == [path(n) for n in GOOD],
       "--input files: each image as the record {\"image\": path}, id = the path",
       "rc %d: %s" % (rc, err[-200:]))
+
+# ---- SIGINT between the images of a window: the window is cut there -----------------------
+# 24 images at budget 1120 (about 1,100 tokens each) fill several windows of 8,192 tokens; a
+# stop must not wait for the rest of the window's image work (the tail is left for --resume)
+with open(path("many.jsonl"), "w") as f:
+    for i in range(24):
+        f.write(json.dumps({"id": i, "image": path(GOOD[i % 3])}) + "\n")
+args = [BIN, "-m", os.path.join(ROOT, "testdata", "tiny-q8_0.gguf"), "--mmproj",
+        os.path.join(ROOT, "testdata", "tiny-mmproj-q8_0.gguf"), "--image-tokens", "1120",
+        path("many.jsonl"), "-o"]
+subprocess.run(args + [path("many-full.jsonl")], capture_output=True)
+p = subprocess.Popen(args + [path("many-cut.jsonl")], stderr=subprocess.PIPE)
+time.sleep(1.0)
+p.send_signal(signal.SIGINT)
+p.wait(timeout=600)
+rows = sum(1 for _ in open(path("many-cut.jsonl")))
+subprocess.run(args + [path("many-cut.jsonl"), "--resume"], capture_output=True)
+same = open(path("many-cut.jsonl"), "rb").read() == open(path("many-full.jsonl"), "rb").read()
+check(p.returncode == 130 and rows <= 4 and same,
+      "SIGINT among a window's images: exit 130 after %d rows (a window holds 7); --resume "
+      "completes the output byte for byte" % rows, "rc %s, rows %d, same %s"
+      % (p.returncode, rows, same))
 
 # ---- bad images among good records -----------------------------------------------------------
 with open(path("landscape.png"), "rb") as f:
