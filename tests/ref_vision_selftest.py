@@ -30,6 +30,7 @@ sys.path.insert(0, os.path.join(ROOT, "tools", "ref"))
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 import embed_media as EM  # noqa: E402
+from embed import prompt_prefix  # noqa: E402
 from gguf import GGUFError, GGUFFile  # noqa: E402
 from model import Model, l2_normalize, rms_norm  # noqa: E402
 from tokenizer import Tokenizer  # noqa: E402
@@ -495,7 +496,7 @@ def _():
     bad = []
     if (boi, IMG_ID, eoi) != (5, 7, 9):
         bad.append("tiny ids %s" % ((boi, IMG_ID, eoi),))
-    pre = EM.prompt_prefix("query")
+    pre = prompt_prefix("query")
     items = EM.record_items({"image": "a.npz", "text": "a photo of a cat"})
     got = EM.assemble_ids(TOK, EM.layout_string(pre, items), [6])
     want = [2] + ids_of(pre) + [boi] + [IMG_ID] * 6 + [eoi] + ids_of("a photo of a cat") + [1]
@@ -552,7 +553,7 @@ def _():
     if a["embedding"] != b["embedding"] or a["soft_tokens"] != [2]:
         bad.append("npz/npy differ or soft tokens %s" % a["soft_tokens"])
     em = EM.MediaEmbedder(TXT, MM)
-    ids, n, emb = em.embed(EM.prompt_prefix("query"),
+    ids, n, emb = em.embed(prompt_prefix("query"),
                            EM.record_items(recs[0]), [(p, pos)])
     if a["tokens"] != ids or maxabs(a["embedding"], emb) != 0:
         bad.append("driver != library")
