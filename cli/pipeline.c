@@ -124,6 +124,19 @@ static bool set_error(slot *s, const char *code, const char *msg)
     return s->err_msg != NULL;
 }
 
+/* Make s an error record: "source:line: cause". Out of memory for the message itself, it is
+ * still one (the writer says "out of memory"). */
+static void fail_record(slot *s, const char *code, const char *cause)
+{
+    char msg[sizeof(ge_err){0}.msg + 700];
+    snprintf(msg, sizeof msg, "%s: %s", s->where, cause);
+    if (!set_error(s, code, msg)) {
+        free(s->err_msg);
+        s->err_msg = NULL;
+        s->err_code = "out_of_memory";
+    }
+}
+
 /* Stop every stage early (the records in flight are dropped), waking the reader from a
  * blocked read. */
 static void abort_run(pipe_t *P)
@@ -297,8 +310,7 @@ static void tokenize(pipe_t *P, slot *s, ge_tokens *toks)
     s->text = s->prefix = NULL;
     bool ok = true;
     if (st) {
-        snprintf(msg, sizeof msg, "%s: %s", s->where, e.msg);
-        ok = set_error(s, ge_status_name(st), msg);
+        fail_record(s, ge_status_name(st), e.msg);
     } else {
         size_t n = toks->n;
         /* --tokenize shows the whole sequence unless --truncate asks for what would be
@@ -308,9 +320,9 @@ static void tokenize(pipe_t *P, slot *s, ge_tokens *toks)
                 ge_tokens_truncate(P->c->model, toks, P->max_tokens);
                 s->truncated = true;
             } else {
-                snprintf(msg, sizeof msg, "%s: too long: %zu tokens, the limit is %zu "
-                         "(see --truncate)", s->where, n, P->max_tokens);
-                ok = set_error(s, "too_long", msg);
+                snprintf(msg, sizeof msg, "too long: %zu tokens, the limit is %zu (see "
+                         "--truncate)", n, P->max_tokens);
+                fail_record(s, "too_long", msg);
             }
         }
         s->orig_tokens = n;
@@ -322,11 +334,8 @@ static void tokenize(pipe_t *P, slot *s, ge_tokens *toks)
             ok = s->tokens != NULL;
         }
     }
-    if (!ok) { /* keep the record: as an error record with a static message */
-        free(s->err_msg);
-        s->err_msg = NULL;
-        s->err_code = "out_of_memory";
-    }
+    if (!ok)
+        fail_record(s, "out_of_memory", "out of memory");
 }
 
 /* The whole file at path, at most max bytes (GE_E_LIMIT past that). Messages do not repeat
@@ -398,7 +407,6 @@ static const char *const ITEM_NAME[] = {"text", "image", "audio", "video"};
 static void decode_record(pipe_t *P, slot *s, ge_tokens *toks)
 {
     ge_err e = {0};
-    char msg[sizeof e.msg + 800];
     ge_part *parts = calloc(s->n_items, sizeof *parts);
     ge_status st = parts ? GE_OK : ge_fail(&e, GE_E_NOMEM, "out of memory");
     for (size_t i = 0; !st && i < s->n_items; i++) {
@@ -427,9 +435,12 @@ static void decode_record(pipe_t *P, slot *s, ge_tokens *toks)
         st = ge_tokenize_parts(P->c->model, prefix && *prefix ? prefix : NULL, parts,
                                s->n_items, toks, &e);
     free(parts);
-    if (!st && toks->n > P->max_tokens && !P->o->tokenize)
+    const char *code = NULL;
+    if (!st && toks->n > P->max_tokens && !P->o->tokenize) {
         st = ge_fail(&e, GE_E_LIMIT, "too long: %zu tokens with the media, the limit is %zu "
                      "(--truncate does not cut records with media)", toks->n, P->max_tokens);
+        code = "too_long";
+    }
     if (!st) {
         s->n_tokens = s->orig_tokens = toks->n;
         if ((s->tokens = malloc(toks->n * sizeof *s->tokens)))
@@ -437,13 +448,8 @@ static void decode_record(pipe_t *P, slot *s, ge_tokens *toks)
         else
             st = ge_fail(&e, GE_E_NOMEM, "out of memory");
     }
-    if (st) {
-        snprintf(msg, sizeof msg, "%s: %s", s->where, e.msg);
-        if (!set_error(s, st == GE_E_LIMIT && strstr(e.msg, "too long") ? "too_long"
-                                                                       : ge_status_name(st),
-                       msg))
-            s->err_code = "out_of_memory";
-    }
+    if (st)
+        fail_record(s, code ? code : ge_status_name(st), e.msg);
     for (size_t i = 0; i < s->n_items; i++) /* texts are in the tokens now */
         if (s->items[i].kind == GE_ITEM_TEXT)
             free(s->items[i].data), s->items[i].data = NULL;
@@ -515,7 +521,6 @@ static void embed_wave(pipe_t *P, const job *w, size_t n, const int32_t **ids, s
                        ge_media_rows *media, float *vecs)
 {
     ge_err e = {0};
-    char msg[sizeof e.msg + 700];
     for (size_t i = 0; i < n; i++) {
         const slot *s = at(P, w[i].seq);
         ids[i] = s->tokens;
@@ -540,9 +545,7 @@ static void embed_wave(pipe_t *P, const job *w, size_t n, const int32_t **ids, s
         }
         if (!st)
             st = ge_fail(&e, GE_E_NOMEM, "out of memory");
-        snprintf(msg, sizeof msg, "%s: %s", s->where, e.msg);
-        if (!set_error(s, ge_status_name(st), msg))
-            s->err_code = "out_of_memory";
+        fail_record(s, ge_status_name(st), e.msg);
     }
 }
 
@@ -551,7 +554,6 @@ static void embed_wave(pipe_t *P, const job *w, size_t n, const int32_t **ids, s
 static void encode_media(pipe_t *P, slot *s)
 {
     ge_err e = {0};
-    char msg[sizeof e.msg + 700];
     const int H = ge_model_hidden(P->c->model);
     size_t total = 0;
     for (size_t i = 0; i < s->n_items; i++)
@@ -578,11 +580,8 @@ static void encode_media(pipe_t *P, slot *s)
         at_row += (size_t)it->n_soft;
     }
     s->n_rows = total;
-    if (st) {
-        snprintf(msg, sizeof msg, "%s: %s", s->where, e.msg);
-        if (!set_error(s, ge_status_name(st), msg))
-            s->err_code = "out_of_memory";
-    }
+    if (st)
+        fail_record(s, ge_status_name(st), e.msg);
 }
 
 /* Embed the records among seq [first, first + *n): their images first, then every sequence,
@@ -638,6 +637,13 @@ static bool embed_window(pipe_t *P, unsigned long long first, size_t *n_io)
     return ok;
 }
 
+/* Move *scan past the slots that have become ready, adding up their tokens (under mu). */
+static void scan_ready(pipe_t *P, unsigned long long *scan, size_t *tokens)
+{
+    for (; *scan < P->n_claimed && at(P, *scan)->state == SLOT_READY; ++*scan)
+        *tokens += at(P, *scan)->n_tokens;
+}
+
 static void *tower_main(void *v)
 {
     pipe_t *P = v;
@@ -647,10 +653,7 @@ static void *tower_main(void *v)
     double t_first = 0; /* when the first record of the next window was seen ready */
     pthread_mutex_lock(&P->mu);
     for (;;) {
-        while (scan < P->n_claimed && at(P, scan)->state == SLOT_READY) {
-            scan_tokens += at(P, scan)->n_tokens;
-            scan++;
-        }
+        scan_ready(P, &scan, &scan_tokens);
         size_t ready = (size_t)(scan - P->n_packed);
         bool all_in = P->eof && scan == P->n_read;
         /* a stop signal: finish the window in the tower, start no other (the records read
@@ -669,10 +672,7 @@ static void *tower_main(void *v)
             if (pthread_cond_timedwait(&P->cv_ready, &P->mu, &ts) != ETIMEDOUT || !ready)
                 continue;
             /* timed out: go with what is ready unless more has become ready meanwhile */
-            while (scan < P->n_claimed && at(P, scan)->state == SLOT_READY) {
-                scan_tokens += at(P, scan)->n_tokens;
-                scan++;
-            }
+            scan_ready(P, &scan, &scan_tokens);
             if (scan != before)
                 continue;
         }
