@@ -36,6 +36,11 @@ static const ge_switch switches[] = {
      1 << 20, "N", "2048", "tokens per shared wave of short records (0: no packing)"},
     {GE_CFG_MEDIA_FAST, "media-fast", 0, "EI_GEMMA2_CPU_MEDIA_FAST", GE_SW_BOOL, 1, 0, 1, NULL,
      "on", "fast media towers (off: the reference towers)"},
+    {GE_CFG_YIELD, "yield", 0, "EI_GEMMA2_CPU_YIELD", GE_SW_BOOL, 1, 0, 1, NULL, "on",
+     "let text waves run between media tower layers"},
+    {GE_CFG_SEMANTICS, "semantics", 0, "EI_GEMMA2_SEMANTICS", GE_SW_CHOICE, GE_SEM_OFFICIAL, 0,
+     GE_SEM_LLAMACPP, "official|llamacpp", "official",
+     "Hugging Face numerics, or llama.cpp's (GGUF.md)"},
 };
 
 const ge_switch *ge_config_switches(size_t *n)
@@ -64,6 +69,20 @@ static int parse_bool(const char *s)
     return -1;
 }
 
+/* The index of name in the '|'-separated list, or -1. */
+static int choice_index(const char *list, const char *name)
+{
+    size_t n = strlen(name);
+    for (int i = 0; *list; i++) {
+        const char *bar = strchr(list, '|');
+        size_t len = bar ? (size_t)(bar - list) : strlen(list);
+        if (len == n && strncmp(list, name, n) == 0)
+            return i;
+        list += len + (bar != NULL);
+    }
+    return -1;
+}
+
 ge_status ge_config_set(ge_config *c, const ge_switch *s, const char *value, ge_source src,
                         ge_err *err)
 {
@@ -82,6 +101,12 @@ ge_status ge_config_set(ge_config *c, const ge_switch *s, const char *value, ge_
             return ge_fail(err, GE_E_USAGE,
                            "%s: unknown tier '%s' (auto, avx512, avxvnni, avx2, neon, scalar)",
                            who, value ? value : "");
+        break;
+    case GE_SW_CHOICE:
+        v = value ? choice_index(s->arg, value) : -1;
+        if (v < 0)
+            return ge_fail(err, GE_E_USAGE, "%s: '%s' is not one of %s", who,
+                           value ? value : "", s->arg);
         break;
     default: {
         char *end;
@@ -118,7 +143,12 @@ const char *ge_config_value_text(const ge_config *c, const ge_switch *s, char *b
         snprintf(buf, n, "%s", v ? "on" : "off");
     else if (s->kind == GE_SW_TIER)
         snprintf(buf, n, "%s", v < 0 ? "auto" : ge_tier_name((ge_tier)v));
-    else
+    else if (s->kind == GE_SW_CHOICE) {
+        const char *p = s->arg;
+        for (int i = 0; i < v && strchr(p, '|'); i++)
+            p = strchr(p, '|') + 1;
+        snprintf(buf, n, "%.*s", (int)strcspn(p, "|"), p);
+    } else
         snprintf(buf, n, "%d", v);
     return buf;
 }

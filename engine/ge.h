@@ -55,15 +55,22 @@ typedef enum { GE_SRC_DEFAULT = 0, GE_SRC_ENV, GE_SRC_FLAG } ge_source;
 typedef enum {
     GE_CFG_THREADS, GE_CFG_THREAD_CAP, GE_CFG_CPU_TIER, GE_CFG_HYBRID, GE_CFG_HYBRID_TOKENS,
     GE_CFG_FLASH, GE_CFG_VNNI256, GE_CFG_VNNI256_SHORT, GE_CFG_SGEMM, GE_CFG_RELEASE_WEIGHTS,
-    GE_CFG_PREPACK, GE_CFG_WAVE_TOKENS, GE_CFG_MEDIA_FAST, GE_CFG_COUNT
+    GE_CFG_PREPACK, GE_CFG_WAVE_TOKENS, GE_CFG_MEDIA_FAST, GE_CFG_YIELD, GE_CFG_SEMANTICS,
+    GE_CFG_COUNT
 } ge_cfg_id;
 
+/* GE_CFG_SEMANTICS: whose numerics where they differ (GGUF.md's list): Hugging Face's
+ * reference, or llama.cpp's (vision MLP quick-GELU), to match indexes built with it. */
+typedef enum { GE_SEM_OFFICIAL, GE_SEM_LLAMACPP } ge_semantics;
+
 typedef struct {
-    int v[GE_CFG_COUNT];       /* values; booleans are 0/1; cpu tier: -1 auto, else ge_tier */
+    int v[GE_CFG_COUNT];       /* values; booleans are 0/1; cpu tier: -1 auto, else ge_tier;
+                                * a choice: its index in the switch's arg list */
     ge_source src[GE_CFG_COUNT];
 } ge_config;
 
-typedef enum { GE_SW_BOOL, GE_SW_INT, GE_SW_TIER } ge_sw_kind;
+/* GE_SW_CHOICE: one of the '|'-separated names of the switch's arg, stored as its index */
+typedef enum { GE_SW_BOOL, GE_SW_INT, GE_SW_TIER, GE_SW_CHOICE } ge_sw_kind;
 
 typedef struct {
     ge_cfg_id id;

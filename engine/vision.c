@@ -290,7 +290,8 @@ ge_status ge_vision_encode(ge_model *m, const ge_vision *v, bool fast, const flo
         P.k->rmsnorm(a, n, D, w, v->eps);
         if ((st = linear(&P, a, n, (ge_linear_out[]){{&l->gate, g}, {&l->up, u}}, 2, err)))
             break;
-        P.k->gelu_mul(g, u, (int64_t)N * F);
+        P.k->gelu_mul(g, u, (int64_t)N * F, m->cfg.v[GE_CFG_SEMANTICS] == GE_SEM_LLAMACPP
+                                                   ? GE_GELU_QUICK : GE_GELU_TANH);
         if ((st = linear(&P, g, n, (ge_linear_out[]){{&l->down, a}}, 1, err)))
             break;
         ge_tensor_row(&l->ffn_post, 0, w);

@@ -1,16 +1,17 @@
-/* act.c - GELU (tanh form, gelu_pytorch_tanh) times a gate, RMSNorm and RoPE rows: the scalar
+/* act.c - GELU (tanh form, gelu_pytorch_tanh, or quick-GELU) times a gate, RMSNorm and RoPE rows: the scalar
  * oracles and the table. */
 #include <math.h>
 
 #include "act.h"
 #include "kern.h"
 
-void ge_gelu_mul_scalar(float *g, const float *u, int64_t n)
+void ge_gelu_mul_scalar(float *g, const float *u, int64_t n, ge_gelu kind)
 {
     const float c = 0.7978845608028654f; /* sqrt(2/pi) */
     for (int64_t i = 0; i < n; i++) {
         const float x = g[i];
-        g[i] = 0.5f * x * (1.0f + tanhf(c * (x + 0.044715f * x * x * x))) * u[i];
+        g[i] = kind == GE_GELU_QUICK ? x / (1.0f + expf(-GE_QUICK_GELU_K * x)) * u[i]
+                                     : 0.5f * x * (1.0f + tanhf(c * (x + 0.044715f * x * x * x))) * u[i];
     }
 }
 

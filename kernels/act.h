@@ -4,9 +4,11 @@
 
 #include <stdint.h>
 
-void ge_gelu_mul_scalar(float *g, const float *u, int64_t n);
-void ge_gelu_mul_avx2(float *g, const float *u, int64_t n);
-void ge_gelu_mul_avx512(float *g, const float *u, int64_t n);
+#include "kern.h"
+
+void ge_gelu_mul_scalar(float *g, const float *u, int64_t n, ge_gelu kind);
+void ge_gelu_mul_avx2(float *g, const float *u, int64_t n, ge_gelu kind);
+void ge_gelu_mul_avx512(float *g, const float *u, int64_t n, ge_gelu kind);
 
 void ge_rmsnorm_scalar(float *x, int64_t rows, int64_t n, const float *w, float eps);
 void ge_rmsnorm_avx2(float *x, int64_t rows, int64_t n, const float *w, float eps);

@@ -24,6 +24,10 @@ typedef enum {
     GE_TIER_COUNT
 } ge_tier;
 
+/* The gate activation of a GELU-gated MLP (gelu_mul). */
+typedef enum { GE_GELU_TANH, GE_GELU_QUICK } ge_gelu;
+#define GE_QUICK_GELU_K 1.702f /* quick-GELU: x * sigmoid(1.702 x) */
+
 /* Q8_0 activations in the one format every tier reads and writes (bit-identical across
  * tiers): per token row, cols int8 values and cols/32 fp32 scales; value = d[b] * qs[k].
  * Quantisation: d = max|x| / 127 over the block, q = round-half-even(x * (1/d)), q = 0 when
@@ -79,9 +83,10 @@ typedef struct ge_kern {
                   int64_t t0, int64_t t1, int64_t r0, int64_t r1, float *y, int64_t ldy);
 
     /* ---- activations -------------------------------------------------------------------- */
-    /* g[i] = gelu_tanh(g[i]) * u[i] for i < n (scalar: tanhf; vector tiers: the same function
-     * written as x * sigmoid(2z) with the polynomial exp, within a few ulp). */
-    void (*gelu_mul)(float *g, const float *u, int64_t n);
+    /* g[i] = gelu(g[i]) * u[i] for i < n: the tanh form (scalar: tanhf; vector tiers: the same
+     * function written as x * sigmoid(2z) with the polynomial exp, within a few ulp), or
+     * quick-GELU x * sigmoid(1.702 x) (scalar: expf; vector tiers: the polynomial exp). */
+    void (*gelu_mul)(float *g, const float *u, int64_t n, ge_gelu kind);
 
     /* ---- per-row operations: bit-identical on every tier (the goldens do not move) ------ */
     /* RMSNorm in place of rows x[r * n + i], r < rows, i < n: x = x * inv * w (w[n], NULL:

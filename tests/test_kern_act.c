@@ -1,4 +1,5 @@
-/* test_kern_act.c - the per-row kernels (kern.h rmsnorm, rope) at every tier this CPU runs:
+/* test_kern_act.c - the gated GELU (both kinds) against a double-precision oracle, and the
+ * per-row kernels (kern.h rmsnorm, rope) at every tier this CPU runs:
  * the scalar oracle follows kern.h's operation order exactly (a transcription of it here),
  * every other tier gives the oracle's bits over many row lengths (1..2049: full vectors,
  * partial last blocks, the engine's 16..2048), row counts (the four-row interleave and its
@@ -225,6 +226,58 @@ static void check_rope(void)
     }
 }
 
+/* gelu(x) * u in double: the tanh form, or quick-GELU x * sigmoid(1.702 x) */
+static double gelu_fp64(double x, ge_gelu kind)
+{
+    if (kind == GE_GELU_QUICK)
+        return x / (1.0 + exp(-(double)GE_QUICK_GELU_K * x));
+    return 0.5 * x * (1.0 + tanh(0.7978845608028654 * (x + 0.044715 * x * x * x)));
+}
+
+/* Every tier, both kinds, n over the vector widths' remainders and the chunking: within 4e-6
+ * relative of the oracle plus 2e-7 |x u| (where 1 + tanh cancels), saturation at +-90, NaN
+ * kept, and nothing written past n. */
+static void check_gelu(void)
+{
+    static const char *const kind_name[] = {"tanh", "quick"};
+    static const int64_t ns[] = {1, 7, 8, 9, 15, 16, 17, 255, 256, 257, 1000, 3072};
+    for (int ti = 0; ti < n_tiers; ti++) {
+        const ge_kern *k = ge_kern_get((ge_tier)tiers[ti]);
+        for (int kind = GE_GELU_TANH; kind <= GE_GELU_QUICK; kind++) {
+            double worst = 0;
+            int bad = 0;
+            for (size_t ni = 0; ni < sizeof ns / sizeof ns[0]; ni++) {
+                const int64_t n = ns[ni];
+                float *g = make_rows(1, n, 8.0f), *u = make_rows(1, n, 2.0f);
+                float *g0 = xmalloc((size_t)n * sizeof *g0);
+                if (n > 4)
+                    g[0] = 90.0f, g[1] = -90.0f, g[2] = 0.0f, g[3] = NAN;
+                memcpy(g0, g, (size_t)n * sizeof *g0);
+                k->gelu_mul(g, u, n, (ge_gelu)kind);
+                for (int64_t i = 0; i < n; i++) {
+                    const double want = gelu_fp64(g0[i], (ge_gelu)kind) * u[i];
+                    if (isnan(g0[i])) {
+                        bad += !isnan(g[i]);
+                        continue;
+                    }
+                    /* 1 + tanh(z) cancels for negative x: a few ulp of 1, times x u */
+                    const double tol = 4e-6 * fabs(want) + 2e-7 * fabs((double)g0[i] * u[i]);
+                    const double e = fabs(g[i] - want) / (tol + 1e-30);
+                    worst = e > worst ? e : worst;
+                    bad += !(fabs(g[i] - want) <= tol + 1e-30);
+                }
+                for (int i = 0; i < GUARD; i++)
+                    bad += g[n + i] != CANARY;
+                free(g), free(u), free(g0);
+            }
+            char name[96];
+            snprintf(name, sizeof name, "%s: gelu_mul %s within tolerance of the fp64 oracle",
+                     k->name, kind_name[kind]);
+            check(!bad, name, "%d bad values, worst error %.3g x the tolerance", bad, worst);
+        }
+    }
+}
+
 int main(void)
 {
     find_tiers();
@@ -234,6 +287,7 @@ int main(void)
         snprintf(name, sizeof name, "%s: rmsnorm and rope in the table", k->name);
         check(k->rmsnorm && k->rope, name, "missing pointer");
     }
+    check_gelu();
     check_rmsnorm();
     check_rmsnorm_fp64();
     check_rope();

@@ -2,7 +2,8 @@
 NumPy reference (tools/ref/vision.py) on the tiny mmproj files, on random patch grids of
 several shapes: the reference path on f32 weights to 1 - cos < 1e-9 per soft token, and the
 fast path on f32 (>= 0.99999 per token) and Q8_0 weights (>= 0.999 flattened, >= 0.95 per
-token), with every kernel tier this CPU runs. A grid past the position tables is an error."""
+token), with every kernel tier this CPU runs; --semantics llamacpp (quick-GELU) on both paths.
+A grid past the position tables is an error."""
 import os
 import subprocess
 import sys
@@ -70,6 +71,24 @@ for pw, ph in ((3, 3), (9, 6), (6, 12), (15, 9)):
             ok = tok >= 0.99999 if kind == "f32" else (flat >= 0.999 and tok >= 0.95)
             check(ok, "%s %dx%d fast path on %s: min token cos %.6f, flattened %.7f"
                   % (kind, pw, ph, tier, tok, flat), "below the bound")
+
+# --semantics llamacpp: quick-GELU in the MLP, both paths, against the reference doing the same
+patches = rng.random((9 * 6, 768))
+pos = np.array([(t % 9, t // 9) for t in range(9 * 6)])
+path = os.path.join(ROOT, "testdata", "tiny-mmproj-f32.gguf")
+ref = VisionTower(path, semantics="llamacpp").encode(patches, pos)
+official = VisionTower(path).encode(patches, pos)
+for kind in ("ref", "fast"):
+    c, e = run("f32", 9, 6, kind, patches, ["semantics=llamacpp"])
+    if c is None:
+        check(False, "--semantics llamacpp, %s path" % kind, e)
+        continue
+    tok, _ = cosines(c, ref)
+    tok_official, _ = cosines(c, official)
+    # the tiny tower's MLP is a small part of its output: the two activations differ by ~1e-5
+    check(tok >= (1 - 1e-9 if kind == "ref" else 0.99999) and 1 - tok_official > 10 * (1 - tok),
+          "--semantics llamacpp, %s path: quick-GELU (1-cos %.1e; to tanh-GELU %.1e)"
+          % (kind, 1 - tok, 1 - tok_official), "wrong activation")
 
 # a grid wider than the tiny position tables
 P = VisionTower(os.path.join(ROOT, "testdata", "tiny-mmproj-f32.gguf")).n_pos

@@ -30,6 +30,10 @@ EMBED_EPS = 1e-6          # embed_vision's weightless RMSNorm (SPEC.md 4)
 V = "clip.vision."
 
 
+def quick_gelu(x):
+    return x / (1.0 + np.exp(-1.702 * x))
+
+
 def rope_2d(x, pos_xy, theta=ROPE_THETA):
     """2-D rotate-half RoPE: x [N, heads, d]; pos_xy [N, 2] as (x, y).
     Dims [0, d/2) rotate with the x position, [d/2, d) with y; inside each
@@ -89,7 +93,9 @@ def pool_index(positions, pw, k):
 
 
 class VisionTower:
-    def __init__(self, path_or_gguf, cache_weights=None):
+    def __init__(self, path_or_gguf, cache_weights=None, semantics="official"):
+        # semantics "llamacpp": llama.cpp's quick-GELU in the MLP (GGUF.md), else tanh-GELU
+        self.act = quick_gelu if semantics == "llamacpp" else gelu_tanh
         g = path_or_gguf if isinstance(path_or_gguf, GGUFFile) \
             else GGUFFile(path_or_gguf)
         self.g = g
@@ -195,7 +201,7 @@ class VisionTower:
         o = bidirectional_attention(q, k, v) @ W("attn_out").T
         h = h + rms_norm(o, W("attn_post_norm"), eps)
         m = rms_norm(h, W("ln2"), eps)
-        m = (gelu_tanh(m @ W("ffn_gate").T) * (m @ W("ffn_up").T)) @ W("ffn_down").T
+        m = (self.act(m @ W("ffn_gate").T) * (m @ W("ffn_up").T)) @ W("ffn_down").T
         return h + rms_norm(m, W("ffn_post_norm"), eps)
 
     def tower(self, patches, positions):
