@@ -256,6 +256,13 @@ ge_status ge_model_set_mmproj(ge_model *m, const char *const *paths, int n, ge_e
  * GE_E_USAGE when no mmproj was given. */
 ge_status ge_model_encode_image(ge_model *m, const float *patches, const int32_t *pos, int pw,
                                 int ph, float *rows, ge_err *err);
+/* With --yield, an image's tower calls fn(ctx) between its layers; fn may embed text on the
+ * same model (ge_embed_batch_media) but not encode another image. fn NULL: no calls. */
+typedef struct {
+    void (*fn)(void *ctx);
+    void *ctx;
+} ge_yield;
+void ge_model_set_yield(ge_model *m, ge_yield y);
 
 /* Where the time went, for --bench: wall time of each kind of operation since the last
  * reset, with the multiply-accumulates it did. */
@@ -269,7 +276,7 @@ typedef struct {
     unsigned long long calls[GE_OP_COUNT];
     double forward_seconds; /* all of ge_embed / ge_embed_batch */
     unsigned long long tokens, sequences, waves;
-    double vision_seconds;      /* all of ge_model_encode_image */
+    double vision_seconds;      /* ge_model_encode_image, less the text it yielded to */
     unsigned long long images;
 } ge_stats;
 const char *ge_op_name(ge_op op);

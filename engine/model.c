@@ -405,19 +405,31 @@ ge_status ge_model_set_mmproj(ge_model *m, const char *const *paths, int n, ge_e
     return n && m->cfg.v[GE_CFG_PREPACK] ? vision(m, err) : GE_OK;
 }
 
+/* The hook, timed so that the tower's time excludes the text it ran. */
+static void timed_yield(void *ctx)
+{
+    ge_model *m = ctx;
+    double t0 = ge_now();
+    m->yield.fn(m->yield.ctx);
+    m->yield_seconds += ge_now() - t0;
+}
+
 ge_status ge_model_encode_image(ge_model *m, const float *patches, const int32_t *pos, int pw,
                                 int ph, float *rows, ge_err *err)
 {
     ge_status st = vision(m, err);
     if (st)
         return st;
-    double t0 = ge_now();
+    double t0 = ge_now(), y0 = m->yield_seconds;
+    const ge_yield hook = {timed_yield, m};
     st = ge_vision_encode(m, m->vision, m->cfg.v[GE_CFG_MEDIA_FAST], patches, pos, pw * ph, pw,
-                          ph, rows, err);
-    m->stats.vision_seconds += ge_now() - t0;
+                          ph, rows, m->cfg.v[GE_CFG_YIELD] && m->yield.fn ? &hook : NULL, err);
+    m->stats.vision_seconds += ge_now() - t0 - (m->yield_seconds - y0);
     m->stats.images++;
     return st;
 }
+
+void ge_model_set_yield(ge_model *m, ge_yield y) { m->yield = y; }
 
 int ge_model_dim(const ge_model *m) { return m->hp.n_out; }
 int ge_model_max_tokens(const ge_model *m) { return m->hp.max_tokens; }

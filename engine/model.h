@@ -77,6 +77,8 @@ struct ge_model {
     int n_mmproj;
     ge_vision *vision;         /* opened on the first image */
     ge_err vision_err;         /* why it could not be opened (code GE_OK: not tried yet) */
+    ge_yield yield;            /* called between media tower layers (--yield) */
+    double yield_seconds;      /* spent in it (not tower time) */
     ge_stats stats;
     char describe[256];
 };
@@ -125,9 +127,12 @@ int ge_vision_patch(const ge_vision *v);  /* patch side in pixels (16) */
 int ge_vision_widest(const ge_vision *v); /* widest linear input */
 /* Soft tokens of one image: patches [n][patch * patch * 3] in [0, 1] ((y, x, channel) order,
  * row-major over the pw x ph grid), positions pos[2 t] = x, pos[2 t + 1] = y; out gets
- * (pw / 3) * (ph / 3) rows of text_hidden values. fast: the fast path, else the reference. */
-ge_status ge_vision_encode(ge_model *m, const ge_vision *v, bool fast, const float *patches,
-                           const int32_t *pos, int n, int pw, int ph, float *out, ge_err *err);
+ * (pw / 3) * (ph / 3) rows of text_hidden values. fast: the fast path, else the reference.
+ * yield (or NULL) is called between layers. The tower keeps its workspace between calls, so
+ * one tower encodes one image at a time. */
+ge_status ge_vision_encode(ge_model *m, ge_vision *v, bool fast, const float *patches,
+                           const int32_t *pos, int n, int pw, int ph, float *out,
+                           const ge_yield *yield, ge_err *err);
 
 /* Run fn over n tasks on the model's pool (at most max threads; 0 = the configured cap). */
 void ge_parallel(ge_model *m, int64_t n, int max, ge_task_fn fn, void *ctx);

@@ -22,6 +22,17 @@ typedef struct {
     ge_tensor gate, up, down;
 } vlayer;
 
+/* The forward's buffers, token-major [n][width] (g and u: one MLP chunk), and the RoPE table. */
+typedef struct {
+    float *x, *a, *q, *k, *v, *o, *in, *g, *u;
+    int32_t *lo, *hi;
+    size_t cap;   /* tokens they hold */
+    float *cs, *sn;
+    int rope_len; /* positions in the RoPE table */
+} vwork;
+
+static void work_free(vwork *w);
+
 struct ge_vision {
     ge_gguf *gguf;
     int D, n_layer, n_head, head_dim, n_ff, patch, n_pos, proj_dim;
@@ -30,6 +41,7 @@ struct ge_vision {
     ge_tensor pos_embd;   /* {D, 2 * n_pos}: the x table, then the y table */
     ge_tensor proj;       /* {D, proj_dim} */
     vlayer *layers;
+    vwork ws;
 };
 
 /* ---- binding ------------------------------------------------------------------------------ */
@@ -158,6 +170,7 @@ void ge_vision_free(ge_vision *v)
     if (!v)
         return;
     free(v->layers);
+    work_free(&v->ws);
     ge_gguf_close(v->gguf);
     free(v);
 }
@@ -166,6 +179,9 @@ int ge_vision_patch(const ge_vision *v) { return v->patch; }
 int ge_vision_widest(const ge_vision *v) { return v->n_ff > v->D ? v->n_ff : v->D; }
 
 /* ---- forward ------------------------------------------------------------------------------ */
+
+#define ROW_BLOCK 32    /* tokens per task of the per-token row passes */
+#define MLP_CHUNK 1024  /* tokens per gate/up/down pass: bounds the [tokens][n_ff] buffers */
 
 typedef struct {
     ge_model *m;
@@ -180,27 +196,170 @@ static ge_status linear(const path *P, const float *x, int n, const ge_linear_ou
                    : ge_linear_many_ref(P->m, x, n, o, n_o, err);
 }
 
-/* cos/sin of pos * theta^(-2j/half) for j < half / 2, pos < n (double, as the reference) */
-static ge_status rope_table(int n, int half, float **cs, float **sn, ge_err *err)
+/* The workspace, kept between images and grown to the largest grid seen. */
+static ge_status reserve(ge_vision *v, size_t n, ge_err *err)
 {
+    vwork *w = &v->ws;
+    if (n <= w->cap)
+        return GE_OK;
+    const size_t D = (size_t)v->D, in_w = (size_t)v->patch * v->patch * 3;
+    const size_t chunk = n < MLP_CHUNK ? n : MLP_CHUNK, F = (size_t)v->n_ff;
+    float **f[] = {&w->x, &w->a, &w->q, &w->k, &w->v, &w->o};
+    for (size_t i = 0; i < sizeof f / sizeof f[0]; i++) {
+        free(*f[i]);
+        *f[i] = malloc(n * D * sizeof **f[i]);
+    }
+    free(w->in), free(w->g), free(w->u), free(w->lo), free(w->hi);
+    w->in = malloc(n * in_w * sizeof *w->in);
+    w->g = malloc(chunk * F * sizeof *w->g);
+    w->u = malloc(chunk * F * sizeof *w->u);
+    w->lo = calloc(n, sizeof *w->lo);
+    w->hi = malloc(n * sizeof *w->hi);
+    w->cap = n;
+    for (size_t i = 0; i < sizeof f / sizeof f[0]; i++)
+        if (!*f[i])
+            w->cap = 0;
+    if (!w->in || !w->g || !w->u || !w->lo || !w->hi)
+        w->cap = 0;
+    return w->cap ? GE_OK : ge_fail(err, GE_E_NOMEM, "out of memory for a %zu-patch image", n);
+}
+
+static void work_free(vwork *w)
+{
+    free(w->x), free(w->a), free(w->q), free(w->k), free(w->v), free(w->o);
+    free(w->in), free(w->g), free(w->u), free(w->lo), free(w->hi);
+    free(w->cs), free(w->sn);
+    memset(w, 0, sizeof *w);
+}
+
+/* cos/sin of pos * theta^(-2j/half) for j < half / 2, pos < n (double, as the reference);
+ * kept and grown like the workspace */
+static ge_status rope_table(vwork *w, int n, int half, ge_err *err)
+{
+    if (n <= w->rope_len)
+        return GE_OK;
     const int q = half / 2;
-    *cs = malloc((size_t)n * q * sizeof **cs);
-    *sn = malloc((size_t)n * q * sizeof **sn);
-    if (!*cs || !*sn)
+    free(w->cs), free(w->sn);
+    w->cs = malloc((size_t)n * q * sizeof *w->cs);
+    w->sn = malloc((size_t)n * q * sizeof *w->sn);
+    w->rope_len = 0;
+    if (!w->cs || !w->sn)
         return ge_fail(err, GE_E_NOMEM, "out of memory");
     for (int p = 0; p < n; p++)
         for (int j = 0; j < q; j++) {
             double a = p * pow(ROPE_THETA, -2.0 * j / half);
-            (*cs)[(size_t)p * q + j] = (float)cos(a);
-            (*sn)[(size_t)p * q + j] = (float)sin(a);
+            w->cs[(size_t)p * q + j] = (float)cos(a);
+            w->sn[(size_t)p * q + j] = (float)sin(a);
         }
+    w->rope_len = n;
     return GE_OK;
 }
 
-ge_status ge_vision_encode(ge_model *m, const ge_vision *v, bool fast, const float *patches,
-                           const int32_t *pos, int n, int pw, int ph, float *out, ge_err *err)
+/* One layer's norm weights as fp32 (the row passes read them from every worker). */
+typedef struct {
+    float *ln1, *q_norm, *k_norm, *attn_post, *ln2, *ffn_post;
+} norms;
+
+/* The per-token row passes between the GEMMs, threaded over blocks of ROW_BLOCK tokens. */
+typedef enum {
+    PASS_PRE_ATTN, /* a = ln1(x) */
+    PASS_QKV,      /* q, k: their norms and 2-D RoPE; v: the weightless norm */
+    PASS_POST_ATTN,/* x += attn_post(a); a = ln2(x) */
+    PASS_GELU,     /* g = gelu(g) * u (rows of n_ff) */
+    PASS_POST_MLP, /* x += ffn_post(a); then a = ln1(x) of the next layer when there is one */
+} pass_kind;
+
+typedef struct {
+    const ge_vision *v;
+    const path *P;
+    pass_kind kind;
+    const norms *cur, *next;
+    const int32_t *pos;
+    int64_t n;    /* tokens */
+    ge_gelu gelu;
+} pass_job;
+
+static void add_rows(float *x, const float *a, size_t n)
 {
-    const int D = v->D, F = v->n_ff, hd = v->head_dim, nh = v->n_head, pp = v->patch;
+    for (size_t i = 0; i < n; i++)
+        x[i] += a[i];
+}
+
+static void pass_task(void *ctx, int64_t task, int worker)
+{
+    (void)worker;
+    const pass_job *j = ctx;
+    const ge_vision *v = j->v;
+    const vwork *w = &v->ws;
+    const ge_kern *k = j->P->k;
+    const int64_t t0 = task * ROW_BLOCK, t1 = t0 + ROW_BLOCK < j->n ? t0 + ROW_BLOCK : j->n;
+    const size_t D = (size_t)v->D, off = (size_t)t0 * D, len = (size_t)(t1 - t0) * D;
+    const int nh = v->n_head, hd = v->head_dim, q4 = hd / 4;
+    switch (j->kind) {
+    case PASS_POST_ATTN:
+    case PASS_POST_MLP: {
+        const bool attn = j->kind == PASS_POST_ATTN;
+        k->rmsnorm(w->a + off, t1 - t0, D, attn ? j->cur->attn_post : j->cur->ffn_post, v->eps);
+        add_rows(w->x + off, w->a + off, len);
+        const float *next = attn ? j->cur->ln2 : j->next ? j->next->ln1 : NULL;
+        if (next) {
+            memcpy(w->a + off, w->x + off, len * sizeof *w->a);
+            k->rmsnorm(w->a + off, t1 - t0, D, next, v->eps);
+        }
+        break;
+    }
+    case PASS_PRE_ATTN:
+        memcpy(w->a + off, w->x + off, len * sizeof *w->a);
+        k->rmsnorm(w->a + off, t1 - t0, D, j->cur->ln1, v->eps);
+        break;
+    case PASS_QKV:
+        k->rmsnorm(w->q + off, (t1 - t0) * nh, hd, j->cur->q_norm, v->eps);
+        k->rmsnorm(w->k + off, (t1 - t0) * nh, hd, j->cur->k_norm, v->eps);
+        k->rmsnorm(w->v + off, (t1 - t0) * nh, hd, NULL, v->eps);
+        /* 2-D RoPE: the first half of each head turns with the column, the second with the row */
+        for (int64_t t = t0; t < t1; t++)
+            for (int axis = 0; axis < 2; axis++) {
+                const float *c = w->cs + (size_t)j->pos[2 * t + axis] * q4;
+                const float *s = w->sn + (size_t)j->pos[2 * t + axis] * q4;
+                for (int h = 0; h < nh; h++) {
+                    size_t at = (size_t)t * D + (size_t)h * hd + (size_t)axis * (hd / 2);
+                    k->rope(w->q + at, 1, hd / 2, c, s);
+                    k->rope(w->k + at, 1, hd / 2, c, s);
+                }
+            }
+        break;
+    case PASS_GELU:
+        k->gelu_mul(w->g + (size_t)t0 * v->n_ff, w->u + (size_t)t0 * v->n_ff,
+                    (t1 - t0) * v->n_ff, j->gelu);
+        break;
+    }
+}
+
+static void row_pass(pass_job *j, pass_kind kind, int64_t n)
+{
+    j->kind = kind;
+    j->n = n;
+    ge_parallel(j->P->m, (n + ROW_BLOCK - 1) / ROW_BLOCK, 0, pass_task, j);
+}
+
+static void load_norms(const ge_vision *v, const vlayer *l, norms *nm, float *buf)
+{
+    const int D = v->D, hd = v->head_dim;
+    *nm = (norms){buf, buf + D, buf + D + hd, buf + D + 2 * hd, buf + 2 * D + 2 * hd,
+                  buf + 3 * D + 2 * hd};
+    ge_tensor_row(&l->ln1, 0, nm->ln1);
+    ge_tensor_row(&l->q_norm, 0, nm->q_norm);
+    ge_tensor_row(&l->k_norm, 0, nm->k_norm);
+    ge_tensor_row(&l->attn_post, 0, nm->attn_post);
+    ge_tensor_row(&l->ln2, 0, nm->ln2);
+    ge_tensor_row(&l->ffn_post, 0, nm->ffn_post);
+}
+
+ge_status ge_vision_encode(ge_model *m, ge_vision *v, bool fast, const float *patches,
+                           const int32_t *pos, int n, int pw, int ph, float *out,
+                           const ge_yield *yield, ge_err *err)
+{
+    const int D = v->D, hd = v->head_dim, nh = v->n_head, pp = v->patch;
     const int in_w = pp * pp * 3;
     if (n != pw * ph || pw % POOL || ph % POOL || n <= 0)
         return ge_fail(err, GE_E_INPUT, "a %dx%d patch grid cannot be pooled %dx%d", pw, ph,
@@ -209,97 +368,84 @@ ge_status ge_vision_encode(ge_model *m, const ge_vision *v, bool fast, const flo
         return ge_fail(err, GE_E_LIMIT, "a %dx%d patch grid exceeds the position tables (%d)",
                        pw, ph, v->n_pos);
     path P = {m, fast, fast ? m->kern : ge_kern_get(GE_TIER_SCALAR)};
+    const size_t N = (size_t)n;
     ge_status st = ge_model_row_scratch(m, ge_vision_widest(v) > in_w ? ge_vision_widest(v)
                                                                        : in_w, err);
+    if (!st)
+        st = reserve(v, N, err);
+    if (!st)
+        st = rope_table(&v->ws, pw > ph ? pw : ph, hd / 2, err);
+    float *nbuf = st ? NULL : malloc((size_t)(2 * (4 * D + 2 * hd) + D) * sizeof *nbuf);
+    if (!st && !nbuf)
+        st = ge_fail(err, GE_E_NOMEM, "out of memory");
     if (st)
         return st;
-    const size_t N = (size_t)n;
-    float *x = malloc(N * D * sizeof *x), *a = malloc(N * D * sizeof *a);
-    float *q = malloc(N * D * sizeof *q), *k = malloc(N * D * sizeof *k);
-    float *vv = malloc(N * D * sizeof *vv), *o = malloc(N * D * sizeof *o);
-    float *g = malloc(N * F * sizeof *g), *u = malloc(N * F * sizeof *u);
-    float *in = malloc(N * in_w * sizeof *in), *row = malloc((size_t)D * sizeof *row);
-    int32_t *lo = calloc(N, sizeof *lo), *hi = malloc(N * sizeof *hi);
-    float *cs = NULL, *sn = NULL;
-    if (!x || !a || !q || !k || !vv || !o || !g || !u || !in || !row || !lo || !hi) {
-        st = ge_fail(err, GE_E_NOMEM, "out of memory for a %d-patch image", n);
-        goto done;
-    }
-    int longest = pw > ph ? pw : ph;
-    if ((st = rope_table(longest, hd / 2, &cs, &sn, err)))
-        goto done;
+    vwork *w = &v->ws;
+    float *row = nbuf + 2 * (4 * D + 2 * hd);
 
     /* patch embedding: the patch (y, x, c) to the kernel's (c, y, x) order, scaled to [-1, 1] */
     for (size_t t = 0; t < N; t++)
         for (int c = 0; c < 3; c++)
             for (int yx = 0; yx < pp * pp; yx++)
-                in[t * in_w + (size_t)c * pp * pp + yx] =
+                w->in[t * in_w + (size_t)c * pp * pp + yx] =
                     2.0f * (patches[t * in_w + (size_t)yx * 3 + c] - 0.5f);
-    if ((st = linear(&P, in, n, (ge_linear_out[]){{&v->patch_embd, x}}, 1, err)))
+    if ((st = linear(&P, w->in, n, (ge_linear_out[]){{&v->patch_embd, w->x}}, 1, err)))
         goto done;
     for (size_t t = 0; t < N; t++) {
         for (int axis = 0; axis < 2; axis++) {
             ge_tensor_row(&v->pos_embd, (int64_t)axis * v->n_pos + pos[2 * t + axis], row);
             for (int i = 0; i < D; i++)
-                x[t * D + i] += row[i];
+                w->x[t * D + i] += row[i];
         }
-        hi[t] = n;
+        w->lo[t] = 0;
+        w->hi[t] = n;
     }
 
-    float *w = malloc((size_t)(F > D ? F : D) * sizeof *w);
-    if (!w) {
-        st = ge_fail(err, GE_E_NOMEM, "out of memory");
-        goto done;
-    }
-    const int q4 = hd / 4; /* rope table columns per axis */
+    norms nm[2];
+    pass_job pj = {.v = v, .P = &P, .pos = pos,
+                   .gelu = m->cfg.v[GE_CFG_SEMANTICS] == GE_SEM_LLAMACPP ? GE_GELU_QUICK
+                                                                        : GE_GELU_TANH};
+    load_norms(v, &v->layers[0], &nm[0], nbuf);
+    pj.cur = &nm[0];
+    row_pass(&pj, PASS_PRE_ATTN, n);
     for (int li = 0; li < v->n_layer && !st; li++) {
         const vlayer *l = &v->layers[li];
-        memcpy(a, x, N * D * sizeof *a);
-        ge_tensor_row(&l->ln1, 0, w);
-        P.k->rmsnorm(a, n, D, w, v->eps);
-        if ((st = linear(&P, a, n, (ge_linear_out[]){{&l->wq, q}, {&l->wk, k}, {&l->wv, vv}}, 3,
-                         err)))
+        pj.cur = &nm[li & 1];
+        pj.next = NULL;
+        if (li + 1 < v->n_layer) {
+            load_norms(v, &v->layers[li + 1], &nm[(li + 1) & 1],
+                       nbuf + (size_t)((li + 1) & 1) * (4 * D + 2 * hd));
+            pj.next = &nm[(li + 1) & 1];
+        }
+        if ((st = linear(&P, w->a, n, (ge_linear_out[]){{&l->wq, w->q}, {&l->wk, w->k},
+                                                        {&l->wv, w->v}}, 3, err)))
             break;
-        ge_tensor_row(&l->q_norm, 0, w);
-        P.k->rmsnorm(q, (int64_t)n * nh, hd, w, v->eps);
-        ge_tensor_row(&l->k_norm, 0, w);
-        P.k->rmsnorm(k, (int64_t)n * nh, hd, w, v->eps);
-        P.k->rmsnorm(vv, (int64_t)n * nh, hd, NULL, v->eps);
-        /* 2-D RoPE: the first half of each head turns with the column, the second with the row */
-        for (size_t t = 0; t < N; t++)
-            for (int h = 0; h < nh; h++)
-                for (int axis = 0; axis < 2; axis++) {
-                    const float *c = cs + (size_t)pos[2 * t + axis] * q4;
-                    const float *s = sn + (size_t)pos[2 * t + axis] * q4;
-                    size_t at = t * D + (size_t)h * hd + (size_t)axis * (hd / 2);
-                    P.k->rope(q + at, 1, hd / 2, c, s);
-                    P.k->rope(k + at, 1, hd / 2, c, s);
-                }
-        ge_attn_args aa = {.q = q, .k = k, .v = vv, .o = o, .ldq = D, .ldkv = D, .ldo = D,
-                           .n_head = nh, .n_kv = nh, .head_dim = hd, .scale = 1.0f,
-                           .key_lo = lo, .key_hi = hi};
+        row_pass(&pj, PASS_QKV, n);
+        ge_attn_args aa = {.q = w->q, .k = w->k, .v = w->v, .o = w->o, .ldq = D, .ldkv = D,
+                           .ldo = D, .n_head = nh, .n_kv = nh, .head_dim = hd, .scale = 1.0f,
+                           .key_lo = w->lo, .key_hi = w->hi};
         ge_attention_with(m, &aa, n, fast);
-        if ((st = linear(&P, o, n, (ge_linear_out[]){{&l->wo, a}}, 1, err)))
+        if ((st = linear(&P, w->o, n, (ge_linear_out[]){{&l->wo, w->a}}, 1, err)))
             break;
-        ge_tensor_row(&l->attn_post, 0, w);
-        P.k->rmsnorm(a, n, D, w, v->eps);
-        for (size_t i = 0; i < N * D; i++)
-            x[i] += a[i];
-        memcpy(a, x, N * D * sizeof *a);
-        ge_tensor_row(&l->ln2, 0, w);
-        P.k->rmsnorm(a, n, D, w, v->eps);
-        if ((st = linear(&P, a, n, (ge_linear_out[]){{&l->gate, g}, {&l->up, u}}, 2, err)))
+        row_pass(&pj, PASS_POST_ATTN, n);
+        /* the MLP in chunks of tokens: a -> g, u -> gelu -> a (the chunk's rows of a are read
+         * by gate/up before down overwrites them) */
+        for (int c0 = 0; c0 < n && !st; c0 += MLP_CHUNK) {
+            const int cn = n - c0 < MLP_CHUNK ? n - c0 : MLP_CHUNK;
+            float *ac = w->a + (size_t)c0 * D;
+            if ((st = linear(&P, ac, cn, (ge_linear_out[]){{&l->gate, w->g}, {&l->up, w->u}},
+                             2, err)))
+                break;
+            row_pass(&pj, PASS_GELU, cn);
+            st = linear(&P, w->g, cn, (ge_linear_out[]){{&l->down, ac}}, 1, err);
+        }
+        if (st)
             break;
-        P.k->gelu_mul(g, u, (int64_t)N * F, m->cfg.v[GE_CFG_SEMANTICS] == GE_SEM_LLAMACPP
-                                                   ? GE_GELU_QUICK : GE_GELU_TANH);
-        if ((st = linear(&P, g, n, (ge_linear_out[]){{&l->down, a}}, 1, err)))
-            break;
-        ge_tensor_row(&l->ffn_post, 0, w);
-        P.k->rmsnorm(a, n, D, w, v->eps);
-        for (size_t i = 0; i < N * D; i++)
-            x[i] += a[i];
+        row_pass(&pj, PASS_POST_MLP, n);
+        /* let waiting text waves run between layers (--yield) */
+        if (yield && li + 1 < v->n_layer)
+            yield->fn(yield->ctx);
     }
-    free(w);
     if (st)
         goto done;
 
@@ -309,21 +455,20 @@ ge_status ge_vision_encode(ge_model *m, const ge_vision *v, bool fast, const flo
     const float root = sqrtf((float)D);
     for (int cy = 0; cy < qh; cy++)
         for (int cx = 0; cx < qw; cx++) {
-            float *dst = a + ((size_t)cy * qw + cx) * D;
+            float *dst = w->a + ((size_t)cy * qw + cx) * D;
             memset(dst, 0, (size_t)D * sizeof *dst);
             for (int dy = 0; dy < POOL; dy++)
                 for (int dx = 0; dx < POOL; dx++) {
-                    const float *src = x + ((size_t)(cy * POOL + dy) * pw + cx * POOL + dx) * D;
+                    const float *src = w->x + ((size_t)(cy * POOL + dy) * pw + cx * POOL + dx) * D;
                     for (int i = 0; i < D; i++)
                         dst[i] += src[i];
                 }
             for (int i = 0; i < D; i++)
                 dst[i] = dst[i] / (float)(POOL * POOL) * root;
         }
-    P.k->rmsnorm(a, n_img, D, NULL, PROJ_EPS);
-    st = linear(&P, a, n_img, (ge_linear_out[]){{&v->proj, out}}, 1, err);
+    P.k->rmsnorm(w->a, n_img, D, NULL, PROJ_EPS);
+    st = linear(&P, w->a, n_img, (ge_linear_out[]){{&v->proj, out}}, 1, err);
 done:
-    free(x), free(a), free(q), free(k), free(vv), free(o), free(g), free(u), free(in);
-    free(row), free(lo), free(hi), free(cs), free(sn);
+    free(nbuf);
     return st;
 }

@@ -49,7 +49,8 @@ tiers = [t for t in ("scalar", "avx2", "avx512")
          if subprocess.run([os.path.join(ROOT, "gemmaembed"), "--print-config", "--cpu-tier", t],
                            capture_output=True).returncode == 0]
 rng = np.random.default_rng(7)
-for pw, ph in ((3, 3), (9, 6), (6, 12), (15, 9)):
+# 36x30 = 1080 patches: more than one MLP chunk of 1024 tokens
+for pw, ph in ((3, 3), (9, 6), (6, 12), (15, 9), (36, 30)):
     patches = rng.random((pw * ph, 768))
     pos = np.array([(t % pw, t // pw) for t in range(pw * ph)])
     for kind in ("f32", "q8_0"):

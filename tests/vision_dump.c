@@ -54,7 +54,7 @@ int main(int argc, char **argv)
     fclose(f);
     for (int t = 0; t < n; t++)
         pos[2 * t] = t % pw, pos[2 * t + 1] = t / pw;
-    if (ge_vision_encode(m, v, fast, patches, pos, n, pw, ph, out, &err)) {
+    if (ge_vision_encode(m, v, fast, patches, pos, n, pw, ph, out, NULL, &err)) {
         fprintf(stderr, "%s\n", err.msg);
         return 1;
     }
