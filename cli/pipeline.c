@@ -80,6 +80,7 @@ typedef struct {
     size_t bytes;
     bool eof;                 /* the reader is finished: no record after n_read */
     bool tower_done;          /* the tower thread is finished: no record after n_packed */
+    size_t ready_tokens;      /* tokens of the ready records from n_packed on (tower, under mu) */
     atomic_bool abort;        /* a write error or --max-errors: stop everything */
     pthread_t reader;
     int status;               /* 0 or 4, under mu */
@@ -584,7 +585,60 @@ static void encode_media(pipe_t *P, slot *s)
         fail_record(s, ge_status_name(st), e.msg);
 }
 
-/* Embed the records among seq [first, first + *n): their images first, then every sequence,
+/* Hand the embedded records up to seq end to the writer (under mu). The writer may free
+ * their slots (and the reader reuse them) from then on. */
+static void publish(pipe_t *P, unsigned long long end)
+{
+    for (unsigned long long q = P->n_packed; q < end; q++) {
+        at(P, q)->state = SLOT_DONE;
+        P->ready_tokens -= at(P, q)->n_tokens;
+    }
+    if (end > P->n_packed) {
+        P->n_packed = end;
+        pthread_cond_signal(&P->cv_done);
+    }
+}
+
+/* A window's records and the arrays its waves share. Records [first, first + next) are
+ * embedded and handed to the writer; image is the record whose images are being encoded. */
+typedef struct {
+    pipe_t *P;
+    unsigned long long first;
+    size_t next, image;
+    const int32_t **ids;
+    size_t *lens;
+    ge_media_rows *media;
+    float *vecs;
+    job *wave;
+} window;
+
+/* --yield, between two layers of an image's tower: embed one wave of the records before the
+ * image's record, in input order (up to a wave's tokens; a longer record alone), and hand
+ * them to the writer, so that they do not wait for the image. */
+static void yield_wave(void *ctx)
+{
+    window *W = ctx;
+    pipe_t *P = W->P;
+    size_t k = 0, tokens = 0, i = W->next;
+    for (; i < W->image; i++) {
+        const slot *s = at(P, W->first + i);
+        if (s->err_code)
+            continue;
+        if (k && tokens + s->n_tokens > P->wave_cap)
+            break;
+        W->wave[k++] = (job){s->n_tokens, W->first + i};
+        tokens += s->n_tokens;
+    }
+    if (k)
+        embed_wave(P, W->wave, k, W->ids, W->lens, W->media, W->vecs);
+    W->next = i;
+    pthread_mutex_lock(&P->mu);
+    publish(P, W->first + i);
+    pthread_mutex_unlock(&P->mu);
+}
+
+/* Embed the records among seq [first, first + *n): their images first (with --yield, waves of
+ * the records before each image run between its tower's layers), then every sequence left,
  * longest first, packed into waves first-fit-decreasing (a record longer than a wave runs
  * alone). A stop signal between two records' images cuts the window there (*n shrinks): the
  * rest is left for --resume rather than held up behind minutes of image work. */
@@ -593,13 +647,12 @@ static bool embed_window(pipe_t *P, unsigned long long first, size_t *n_io)
     size_t n = *n_io;
     job *jobs = malloc(n * sizeof *jobs);
     size_t *fill_of = malloc(n * sizeof *fill_of), *bin_of = malloc(n * sizeof *bin_of);
-    const int32_t **ids = malloc(n * sizeof *ids);
-    size_t *lens = malloc(n * sizeof *lens);
-    ge_media_rows *media = malloc(n * sizeof *media);
-    float *vecs = malloc(n * (size_t)P->model_dim * sizeof *vecs);
-    job *wave = malloc(n * sizeof *wave);
-    bool ok = jobs && fill_of && bin_of && ids && lens && media && vecs && wave;
+    window W = {P, first, 0, 0, malloc(n * sizeof *W.ids), malloc(n * sizeof *W.lens),
+                malloc(n * sizeof *W.media), malloc(n * (size_t)P->model_dim * sizeof *W.vecs),
+                malloc(n * sizeof *W.wave)};
+    bool ok = jobs && fill_of && bin_of && W.ids && W.lens && W.media && W.vecs && W.wave;
     size_t m = 0, bins = 0;
+    bool images = false;
     /* the images first: their soft tokens go into the sequences */
     for (size_t i = 0; ok && i < n; i++) {
         if (!at(P, first + i)->err_code && at(P, first + i)->n_items) {
@@ -607,10 +660,16 @@ static bool embed_window(pipe_t *P, unsigned long long first, size_t *n_io)
                 n = *n_io = i;
                 break;
             }
+            W.image = i;
+            ge_model_set_yield(P->c->model, (ge_yield){yield_wave, &W});
             encode_media(P, at(P, first + i));
+            images = true;
         }
     }
-    for (size_t i = 0; ok && i < n; i++)
+    ge_model_set_yield(P->c->model, (ge_yield){NULL, NULL});
+    if (images) /* the towers' workspaces are not needed by the text waves */
+        ge_model_trim(P->c->model);
+    for (size_t i = W.next; ok && i < n; i++)
         if (!at(P, first + i)->err_code)
             jobs[m++] = (job){at(P, first + i)->n_tokens, first + i};
     if (ok && m) {
@@ -628,12 +687,12 @@ static bool embed_window(pipe_t *P, unsigned long long first, size_t *n_io)
             size_t k = 0;
             for (size_t i = 0; i < m; i++)
                 if (bin_of[i] == b)
-                    wave[k++] = jobs[i];
-            embed_wave(P, wave, k, ids, lens, media, vecs);
+                    W.wave[k++] = jobs[i];
+            embed_wave(P, W.wave, k, W.ids, W.lens, W.media, W.vecs);
         }
     }
-    free(jobs), free(fill_of), free(bin_of), free(ids), free(lens), free(media), free(vecs);
-    free(wave);
+    free(jobs), free(fill_of), free(bin_of), free(W.ids), free(W.lens), free(W.media);
+    free(W.vecs), free(W.wave);
     return ok;
 }
 
@@ -649,11 +708,10 @@ static void *tower_main(void *v)
     pipe_t *P = v;
     const size_t window_tokens = WINDOW_WAVES * P->wave_cap;
     unsigned long long scan = 0; /* slots before scan are READY (and at or after n_packed) */
-    size_t scan_tokens = 0;
     double t_first = 0; /* when the first record of the next window was seen ready */
     pthread_mutex_lock(&P->mu);
     for (;;) {
-        scan_ready(P, &scan, &scan_tokens);
+        scan_ready(P, &scan, &P->ready_tokens);
         size_t ready = (size_t)(scan - P->n_packed);
         bool all_in = P->eof && scan == P->n_read;
         /* a stop signal: finish the window in the tower, start no other (the records read
@@ -664,7 +722,7 @@ static void *tower_main(void *v)
             t_first = 0;
         else if (t_first == 0)
             t_first = ge_bench_now();
-        if (!ready || (ready < WINDOW_RECORDS && scan_tokens < window_tokens && !all_in &&
+        if (!ready || (ready < WINDOW_RECORDS && P->ready_tokens < window_tokens && !all_in &&
                        ge_bench_now() - t_first < WAIT_MAX)) {
             struct timespec ts;
             deadline_in(&ts, IDLE_NS);
@@ -672,7 +730,7 @@ static void *tower_main(void *v)
             if (pthread_cond_timedwait(&P->cv_ready, &P->mu, &ts) != ETIMEDOUT || !ready)
                 continue;
             /* timed out: go with what is ready unless more has become ready meanwhile */
-            scan_ready(P, &scan, &scan_tokens);
+            scan_ready(P, &scan, &P->ready_tokens);
             if (scan != before)
                 continue;
         }
@@ -689,13 +747,8 @@ static void *tower_main(void *v)
             pthread_mutex_lock(&P->mu);
             break;
         }
-        for (unsigned long long q = first; q < first + n; q++) {
-            at(P, q)->state = SLOT_DONE;
-            scan_tokens -= at(P, q)->n_tokens;
-        }
-        P->n_packed = first + n;
+        publish(P, first + n);
         t_first = 0;
-        pthread_cond_signal(&P->cv_done);
     }
     P->tower_done = true;
     pthread_cond_broadcast(&P->cv_done);

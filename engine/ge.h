@@ -263,6 +263,8 @@ typedef struct {
     void *ctx;
 } ge_yield;
 void ge_model_set_yield(ge_model *m, ge_yield y);
+/* Free the media towers' workspaces (kept between images; the next image grows them again). */
+void ge_model_trim(ge_model *m);
 
 /* Where the time went, for --bench: wall time of each kind of operation since the last
  * reset, with the multiply-accumulates it did. */

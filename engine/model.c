@@ -431,6 +431,12 @@ ge_status ge_model_encode_image(ge_model *m, const float *patches, const int32_t
 
 void ge_model_set_yield(ge_model *m, ge_yield y) { m->yield = y; }
 
+void ge_model_trim(ge_model *m)
+{
+    if (m->vision)
+        ge_vision_trim(m->vision);
+}
+
 int ge_model_dim(const ge_model *m) { return m->hp.n_out; }
 int ge_model_max_tokens(const ge_model *m) { return m->hp.max_tokens; }
 const char *ge_model_describe(const ge_model *m) { return m->describe; }

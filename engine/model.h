@@ -123,6 +123,7 @@ void ge_attention_with(ge_model *m, const ge_attn_args *a, int64_t n_tok, bool f
 /* Open and bind an mmproj's vision tower; its projection must give text_hidden values. */
 ge_status ge_vision_open(ge_vision **out, const char *path, int text_hidden, ge_err *err);
 void ge_vision_free(ge_vision *v); /* accepts NULL */
+void ge_vision_trim(ge_vision *v);  /* free the workspace kept between images */
 int ge_vision_patch(const ge_vision *v);  /* patch side in pixels (16) */
 int ge_vision_widest(const ge_vision *v); /* widest linear input */
 /* Soft tokens of one image: patches [n][patch * patch * 3] in [0, 1] ((y, x, channel) order,

@@ -175,6 +175,8 @@ void ge_vision_free(ge_vision *v)
     free(v);
 }
 
+void ge_vision_trim(ge_vision *v) { work_free(&v->ws); }
+
 int ge_vision_patch(const ge_vision *v) { return v->patch; }
 int ge_vision_widest(const ge_vision *v) { return v->n_ff > v->D ? v->n_ff : v->D; }
 

@@ -139,6 +139,19 @@ for budget in (70, 280):
                   "(worst %.8f, %s)" % (kind, budget, name, bound, worst[0], worst[1]),
                   "below the bound")
 
+# ---- --yield: the text records before an image run between its tower's layers ---------------
+with open(path("yield.jsonl"), "w") as f:
+    for i, name in enumerate(GOOD):
+        for k in range(40):
+            f.write(json.dumps({"id": "t%d.%d" % (i, k), "text": "caption %d of %s" % (k, name)})
+                    + "\n")
+        f.write(json.dumps({"id": name, "image": path(name)}) + "\n")
+rc, on, err = gemmaembed("q8_0", 280, "--yield", src=path("yield.jsonl"))
+rc2, off, err2 = gemmaembed("q8_0", 280, "--no-yield", src=path("yield.jsonl"))
+check(rc == 0 and rc2 == 0 and len(on) == 41 * len(GOOD) and on == off,
+      "--yield and --no-yield: the same %d records, byte for byte" % len(on),
+      "rc %d/%d %s %s" % (rc, rc2, err[-200:], err2[-200:]))
+
 # ---- --input files: a list of image paths, each embedded as that image alone ---------------
 with open(path("list.txt"), "w") as f:
     f.write("\n".join(path(n) for n in GOOD) + "\n")

@@ -24,6 +24,70 @@ static void embed_text(ge_model *m, const char *text, float *out, ge_err *err)
     ge_tokens_free(&t);
 }
 
+/* --yield: the hook embeds a text between the tower's layers and counts the calls */
+typedef struct {
+    ge_model *m;
+    int calls;
+    float vec[768];
+} yield_probe;
+
+static void probe_yield(void *ctx)
+{
+    yield_probe *y = ctx;
+    ge_err e = {0};
+    y->calls++;
+    embed_text(y->m, "text between two tower layers", y->vec, &e);
+}
+
+/* An image encoded with a yield hook that runs text waves gives the same rows bit for bit,
+ * the hook runs between every two of the tower's layers (never with --no-yield), and the
+ * text it embeds equals the same text embedded on its own. */
+static void check_yield(void)
+{
+    const int pw = 9, ph = 6, n = pw * ph;
+    const char *mmproj = "testdata/tiny-mmproj-f32.gguf";
+    for (int on = 1; on >= 0; on--) {
+        ge_config cfg;
+        ge_config_defaults(&cfg);
+        cfg.v[GE_CFG_YIELD] = on;
+        ge_model *m = NULL;
+        ge_err err = {0};
+        if (!check(ge_model_open(&m, "testdata/tiny-f32.gguf", &cfg, &err) == GE_OK &&
+                       ge_model_set_mmproj(m, &mmproj, 1, &err) == GE_OK,
+                   "yield: the tiny model and mmproj open", "%s", err.msg))
+            return;
+        float *patches = malloc((size_t)n * 768 * sizeof *patches);
+        int32_t pos[2 * 54];
+        for (int i = 0; i < n * 768; i++)
+            patches[i] = (float)((i * 2654435761u) % 1000) / 1000.0f;
+        for (int t = 0; t < n; t++)
+            pos[2 * t] = t % pw, pos[2 * t + 1] = t / pw;
+        const size_t rows = (size_t)(pw / 3) * (ph / 3) * ge_model_hidden(m);
+        float *plain = malloc(rows * sizeof *plain), *yielded = malloc(rows * sizeof *yielded);
+        yield_probe y = {.m = m};
+        float alone[768];
+        embed_text(m, "text between two tower layers", alone, &err);
+        ge_status s1 = ge_model_encode_image(m, patches, pos, pw, ph, plain, &err);
+        ge_model_set_yield(m, (ge_yield){probe_yield, &y});
+        ge_status s2 = ge_model_encode_image(m, patches, pos, pw, ph, yielded, &err);
+        ge_model_set_yield(m, (ge_yield){NULL, NULL});
+        if (on) {
+            check(!s1 && !s2 && memcmp(plain, yielded, rows * sizeof *plain) == 0,
+                  "yield: text waves between the tower's layers leave the image's rows unchanged",
+                  "%s", err.msg);
+            check(y.calls == 2, "yield: the hook runs between every two layers (3 layers: 2)",
+                  "%d calls", y.calls);
+            check(memcmp(alone, y.vec, sizeof alone) == 0,
+                  "yield: a text embedded inside the hook equals it embedded alone", "differs");
+        } else {
+            check(!s2 && y.calls == 0, "--no-yield: the hook is never called", "%d calls",
+                  y.calls);
+        }
+        free(patches), free(plain), free(yielded);
+        ge_model_free(m);
+    }
+}
+
 int main(int argc, char **argv)
 {
     const char *dir = argc > 1 ? argv[1] : "build/test-out";
@@ -152,5 +216,6 @@ int main(int argc, char **argv)
                   strstr(err.msg, broken[k].needle) && !strchr(err.msg, '\n'),
               name, "%s: %s", ge_status_name(st), err.msg);
     }
+    check_yield();
     return check_done();
 }
