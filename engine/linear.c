@@ -322,29 +322,16 @@ ge_status ge_linear_many_ref(ge_model *m, const float *x, int n_tok, const ge_li
     return linear_many(m, x, n_tok, outs, n_outs, false, err);
 }
 
-ge_status ge_linear_prepack(ge_model *m, ge_err *err)
+ge_status ge_linear_prepack(ge_model *m, const ge_tensor *const *ts, size_t n, ge_err *err)
 {
-    const ge_tensor *all[32];
-    for (int li = -1; li < m->hp.n_layer; li++) {
-        int n = 0;
-        if (li < 0) {
-            all[n++] = &m->out_proj;
-        } else {
-            const ge_layer *l = &m->layers[li];
-            const ge_tensor *ts[] = {&l->ple_in, &l->wq, &l->wk, &l->wv, &l->wo, &l->w_gate,
-                                     &l->w_up, &l->w_down, &l->ple_gate, &l->ple_proj};
-            for (size_t i = 0; i < sizeof ts / sizeof ts[0]; i++)
-                all[n++] = ts[i];
-        }
-        for (int i = 0; i < n; i++) {
-            const ge_kern *k;
-            if (all[i]->type == GE_T_Q8_0 && (k = q8_kernels(m, 1 << 20))) {
-                if (!packed_weight(m, k, all[i], PACK_Q8, err))
-                    return err->code;
-            } else if ((k = sg_kernels(m, all[i]->type))) {
-                if (!packed_weight(m, k, all[i], PACK_SG, err))
-                    return err->code;
-            }
+    for (size_t i = 0; i < n; i++) {
+        const ge_kern *k;
+        if (ts[i]->type == GE_T_Q8_0 && (k = q8_kernels(m, 1 << 20))) {
+            if (!packed_weight(m, k, ts[i], PACK_Q8, err))
+                return err->code;
+        } else if ((k = sg_kernels(m, ts[i]->type))) {
+            if (!packed_weight(m, k, ts[i], PACK_SG, err))
+                return err->code;
         }
     }
     return GE_OK;

@@ -301,6 +301,19 @@ void ge_parallel(ge_model *m, int64_t n, int max, ge_task_fn fn, void *ctx)
     ge_pool_run(m->pool, n, max > 0 && max < cap ? max : cap, fn, ctx);
 }
 
+/* --prepack: every weight of the text model the fast paths use */
+static ge_status prepack(ge_model *m, ge_err *err)
+{
+    ge_status st = ge_linear_prepack(m, (const ge_tensor *const[]){&m->out_proj}, 1, err);
+    for (int li = 0; li < m->hp.n_layer && !st; li++) {
+        const ge_layer *l = &m->layers[li];
+        const ge_tensor *const ts[] = {&l->ple_in, &l->wq, &l->wk, &l->wv, &l->wo, &l->w_gate,
+                                       &l->w_up, &l->w_down, &l->ple_gate, &l->ple_proj};
+        st = ge_linear_prepack(m, ts, sizeof ts / sizeof ts[0], err);
+    }
+    return st;
+}
+
 ge_status ge_model_open(ge_model **out, const char *path, const ge_config *cfg, ge_err *err)
 {
     *out = NULL;
@@ -319,7 +332,7 @@ ge_status ge_model_open(ge_model **out, const char *path, const ge_config *cfg, 
     if (!st)
         st = setup_compute(m, err);
     if (!st && m->cfg.v[GE_CFG_PREPACK])
-        st = ge_linear_prepack(m, err);
+        st = prepack(m, err);
     if (st) {
         ge_model_free(m);
         return st;
@@ -402,7 +415,10 @@ ge_status ge_model_set_mmproj(ge_model *m, const char *const *paths, int n, ge_e
             return ge_fail(err, GE_E_NOMEM, "out of memory");
         m->n_mmproj++;
     }
-    return n && m->cfg.v[GE_CFG_PREPACK] ? vision(m, err) : GE_OK;
+    if (!n || !m->cfg.v[GE_CFG_PREPACK])
+        return GE_OK;
+    ge_status st = vision(m, err);
+    return st ? st : ge_vision_prepack(m, m->vision, err);
 }
 
 /* The hook, timed so that the tower's time excludes the text it ran. */

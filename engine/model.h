@@ -107,8 +107,8 @@ ge_status ge_linear_many(ge_model *m, const float *x, int n_tok, const ge_linear
 /* The same through the reference path only (fp32 row dots): the media towers' reference. */
 ge_status ge_linear_many_ref(ge_model *m, const float *x, int n_tok, const ge_linear_out *outs,
                              int n_outs, ge_err *err);
-/* Repack every weight the fast paths use (--prepack). */
-ge_status ge_linear_prepack(ge_model *m, ge_err *err);
+/* Repack weights ts[0..n) for the fast paths now rather than on first use (--prepack). */
+ge_status ge_linear_prepack(ge_model *m, const ge_tensor *const *ts, size_t n, ge_err *err);
 void ge_linear_cache_free(ge_model *m);
 
 /* ---- attention.c ------------------------------------------------------------------------ */
@@ -124,6 +124,7 @@ void ge_attention_with(ge_model *m, const ge_attn_args *a, int64_t n_tok, bool f
 ge_status ge_vision_open(ge_vision **out, const char *path, int text_hidden, ge_err *err);
 void ge_vision_free(ge_vision *v); /* accepts NULL */
 void ge_vision_trim(ge_vision *v);  /* free the workspace kept between images */
+ge_status ge_vision_prepack(ge_model *m, const ge_vision *v, ge_err *err); /* --prepack */
 int ge_vision_patch(const ge_vision *v);  /* patch side in pixels (16) */
 int ge_vision_widest(const ge_vision *v); /* widest linear input */
 /* Soft tokens of one image: patches [n][patch * patch * 3] in [0, 1] ((y, x, channel) order,

@@ -177,6 +177,19 @@ void ge_vision_free(ge_vision *v)
 
 void ge_vision_trim(ge_vision *v) { work_free(&v->ws); }
 
+ge_status ge_vision_prepack(ge_model *m, const ge_vision *v, ge_err *err)
+{
+    ge_status st = ge_linear_prepack(m, (const ge_tensor *const[]){&v->patch_embd, &v->proj}, 2,
+                                     err);
+    for (int i = 0; i < v->n_layer && !st; i++) {
+        const vlayer *l = &v->layers[i];
+        const ge_tensor *const ts[] = {&l->wq, &l->wk, &l->wv, &l->wo, &l->gate, &l->up,
+                                       &l->down};
+        st = ge_linear_prepack(m, ts, sizeof ts / sizeof ts[0], err);
+    }
+    return st;
+}
+
 int ge_vision_patch(const ge_vision *v) { return v->patch; }
 int ge_vision_widest(const ge_vision *v) { return v->n_ff > v->D ? v->n_ff : v->D; }
 

@@ -41,15 +41,18 @@ static void probe_yield(void *ctx)
 
 /* An image encoded with a yield hook that runs text waves gives the same rows bit for bit,
  * the hook runs between every two of the tower's layers (never with --no-yield), and the
- * text it embeds equals the same text embedded on its own. */
+ * text it embeds equals the same text embedded on its own. The second round also prepacks
+ * the tower at ge_model_set_mmproj (--prepack): the same rows again. */
 static void check_yield(void)
 {
     const int pw = 9, ph = 6, n = pw * ph;
     const char *mmproj = "testdata/tiny-mmproj-f32.gguf";
+    float *first = NULL;
     for (int on = 1; on >= 0; on--) {
         ge_config cfg;
         ge_config_defaults(&cfg);
         cfg.v[GE_CFG_YIELD] = on;
+        cfg.v[GE_CFG_PREPACK] = !on;
         ge_model *m = NULL;
         ge_err err = {0};
         if (!check(ge_model_open(&m, "testdata/tiny-f32.gguf", &cfg, &err) == GE_OK &&
@@ -79,13 +82,17 @@ static void check_yield(void)
                   "%d calls", y.calls);
             check(memcmp(alone, y.vec, sizeof alone) == 0,
                   "yield: a text embedded inside the hook equals it embedded alone", "differs");
+            first = plain, plain = NULL;
         } else {
             check(!s2 && y.calls == 0, "--no-yield: the hook is never called", "%d calls",
                   y.calls);
+            check(!s1 && first && memcmp(first, plain, rows * sizeof *plain) == 0,
+                  "--prepack: the prepacked tower gives the same rows", "%s", err.msg);
         }
         free(patches), free(plain), free(yielded);
         ge_model_free(m);
     }
+    free(first);
 }
 
 int main(int argc, char **argv)
