@@ -110,6 +110,94 @@ static bool add_input_case(const ge_opts *o, ge_model *m, bench_case *c)
     return c->n_seq > 0;
 }
 
+/* The per-operation table of one phase: share of its time, GMAC/s, % of the machine's peak. */
+static void ops_table(const ge_stats *t, double phase_seconds, double peak8, double peak32,
+                      int threads)
+{
+    fprintf(stderr, "\n| %-11s | %6s | %9s | %8s | %12s |\n", "operation", "share", "GMAC/s",
+            "calls", "% of peak");
+    fprintf(stderr, "|-------------|--------|-----------|----------|--------------|\n");
+    for (int op = 0; op < GE_OP_COUNT; op++) {
+        if (!t->calls[op] && op != GE_OP_OTHER)
+            continue;
+        double gmacs = t->seconds[op] > 0 ? t->macs[op] / t->seconds[op] * 1e-9 : 0;
+        double peak = (op == GE_OP_Q8_GEMM ? peak8 : peak32) * threads;
+        char frac[32] = "";
+        if (t->macs[op] > 0 && peak > 0)
+            snprintf(frac, sizeof frac, "%.1f%% (%s)", 100.0 * gmacs / peak,
+                     op == GE_OP_Q8_GEMM ? "int8" : "fp32");
+        fprintf(stderr, "| %-11s | %5.1f%% | %9.1f | %8llu | %12s |\n", ge_op_name((ge_op)op),
+                100.0 * t->seconds[op] / phase_seconds, gmacs, t->calls[op], frac);
+    }
+}
+
+static void stats_add(ge_stats *total, const ge_stats *s)
+{
+    for (int op = 0; op < GE_OP_COUNT; op++) {
+        total->seconds[op] += s->seconds[op];
+        total->macs[op] += s->macs[op];
+        total->calls[op] += s->calls[op];
+    }
+    total->forward_seconds += s->forward_seconds;
+    total->vision_seconds += s->vision_seconds;
+}
+
+/* One synthetic image per budget (a 1280x960 picture's grid), encoded reps times: seconds
+ * per image and the tower's GMAC/s. Returns false on an error (printed). */
+typedef struct {
+    int budget, patches, soft;
+    double mean, sd, gmacs;
+} image_case;
+
+static bool bench_images(ge_model *m, int reps, image_case *cases, int *n_cases,
+                         ge_stats *total)
+{
+    static const int budgets[] = {70, 140, 280, 560, 1120};
+    ge_err err;
+    *n_cases = 0;
+    for (size_t b = 0; b < sizeof budgets / sizeof budgets[0]; b++) {
+        int th, tw, soft;
+        if (ge_image_plan(960, 1280, budgets[b], &th, &tw, &soft, &err))
+            return fprintf(stderr, "gemmaembed: --bench: %s\n", err.msg), false;
+        const int pw = tw / GE_IMAGE_PATCH, ph = th / GE_IMAGE_PATCH, n = pw * ph;
+        float *patches = malloc((size_t)n * GE_IMAGE_PATCH_DIM * sizeof *patches);
+        int32_t *pos = malloc((size_t)n * 2 * sizeof *pos);
+        float *rows = malloc((size_t)soft * ge_model_hidden(m) * sizeof *rows);
+        bool ok = patches && pos && rows;
+        for (size_t i = 0; ok && i < (size_t)n * GE_IMAGE_PATCH_DIM; i++)
+            patches[i] = (float)((i * 2654435761u) >> 8 & 255) / 255.0f;
+        for (int t = 0; ok && t < n; t++)
+            pos[2 * t] = t % pw, pos[2 * t + 1] = t / pw;
+        double sum = 0, sum2 = 0, macs = 0, secs = 0;
+        for (int r = -1; ok && r < reps; r++) { /* r = -1: warm-up (repacking, workspace) */
+            ge_model_stats_reset(m);
+            if (ge_model_encode_image(m, patches, pos, pw, ph, rows, &err)) {
+                fprintf(stderr, "gemmaembed: --bench: %s\n", err.msg);
+                ok = false;
+                break;
+            }
+            ge_stats st;
+            ge_model_stats(m, &st);
+            if (r < 0)
+                continue;
+            sum += st.vision_seconds, sum2 += st.vision_seconds * st.vision_seconds;
+            secs += st.vision_seconds;
+            for (int op = 0; op < GE_OP_COUNT; op++)
+                macs += st.macs[op];
+            stats_add(total, &st);
+        }
+        free(patches), free(pos), free(rows);
+        if (!ok)
+            return false;
+        image_case *c = &cases[(*n_cases)++];
+        *c = (image_case){budgets[b], n, soft, sum / reps,
+                          reps > 1 ? sqrt(fmax(0.0, (sum2 - sum * sum / reps) / (reps - 1))) : 0,
+                          macs / secs * 1e-9};
+    }
+    ge_model_trim(m);
+    return true;
+}
+
 int ge_bench_run(const ge_opts *o, ge_model *m, double t_start)
 {
     enum { MAX_CASES = 8 };
@@ -178,12 +266,7 @@ int ge_bench_run(const ge_opts *o, ge_model *m, double t_start)
             sum += tps, sum2 += tps * tps, secs += dt;
             ge_stats s;
             ge_model_stats(m, &s);
-            for (int op = 0; op < GE_OP_COUNT; op++) {
-                total.seconds[op] += s.seconds[op];
-                total.macs[op] += s.macs[op];
-                total.calls[op] += s.calls[op];
-            }
-            total.forward_seconds += s.forward_seconds;
+            stats_add(&total, &s);
         }
         free(out);
         c->mean = sum / reps;
@@ -193,20 +276,29 @@ int ge_bench_run(const ge_opts *o, ge_model *m, double t_start)
                 reps, c->mean, c->sd, c->rec_per_s);
     }
 
-    fprintf(stderr, "\n| %-11s | %6s | %9s | %8s | %12s |\n", "operation", "share", "GMAC/s",
-            "calls", "% of peak");
-    fprintf(stderr, "|-------------|--------|-----------|----------|--------------|\n");
-    for (int op = 0; op < GE_OP_COUNT; op++) {
-        if (!total.calls[op] && op != GE_OP_OTHER)
-            continue;
-        double gmacs = total.seconds[op] > 0 ? total.macs[op] / total.seconds[op] * 1e-9 : 0;
-        double peak = (op == GE_OP_Q8_GEMM ? peak8 : peak32) * threads;
-        char frac[32] = "";
-        if (total.macs[op] > 0 && peak > 0)
-            snprintf(frac, sizeof frac, "%.1f%% (%s)", 100.0 * gmacs / peak,
-                     op == GE_OP_Q8_GEMM ? "int8" : "fp32");
-        fprintf(stderr, "| %-11s | %5.1f%% | %9.1f | %8llu | %12s |\n", ge_op_name((ge_op)op),
-                100.0 * total.seconds[op] / total.forward_seconds, gmacs, total.calls[op], frac);
+    ops_table(&total, total.forward_seconds, peak8, peak32, threads);
+
+    /* with --mmproj and no input: one image per budget through the vision tower */
+    image_case icases[5];
+    int n_img = 0;
+    ge_stats itotal = {0};
+    if (o->n_mmproj && o->nfiles == 0) {
+        if (!bench_images(m, reps, icases, &n_img, &itotal)) {
+            free(vec);
+            return 1;
+        }
+        fprintf(stderr, "\n| %-20s | %7s | %4s | %4s | %22s | %9s |\n", "image (vision tower)",
+                "patches", "soft", "reps", "s/image (mean ± sd)", "GMAC/s");
+        fprintf(stderr, "|----------------------|---------|------|------|------------------------"
+                "|-----------|\n");
+        for (int i = 0; i < n_img; i++) {
+            char name[32];
+            snprintf(name, sizeof name, "budget %d", icases[i].budget);
+            fprintf(stderr, "| %-20s | %7d | %4d | %4d | %12.3f ± %7.3f | %9.1f |\n", name,
+                    icases[i].patches, icases[i].soft, reps, icases[i].mean, icases[i].sd,
+                    icases[i].gmacs);
+        }
+        ops_table(&itotal, itotal.vision_seconds, peak8, peak32, threads);
     }
     struct rusage ru;
     getrusage(RUSAGE_SELF, &ru);
@@ -233,7 +325,18 @@ int ge_bench_run(const ge_opts *o, ge_model *m, double t_start)
             fprintf(f, "%s\n  \"%s\": {\"seconds\": %.4f, \"gmac\": %.3f, \"calls\": %llu}",
                     k++ ? "," : "", ge_op_name((ge_op)op), total.seconds[op],
                     total.macs[op] * 1e-9, total.calls[op]);
-        fprintf(f, "},\n \"forward_seconds\": %.4f}\n", total.forward_seconds);
+        fprintf(f, "},\n \"forward_seconds\": %.4f,\n \"images\": [", total.forward_seconds);
+        for (int i = 0; i < n_img; i++)
+            fprintf(f, "%s\n  {\"budget\": %d, \"patches\": %d, \"soft_tokens\": %d, "
+                    "\"seconds_mean\": %.4f, \"seconds_sd\": %.4f, \"gmacs\": %.2f}",
+                    i ? "," : "", icases[i].budget, icases[i].patches, icases[i].soft,
+                    icases[i].mean, icases[i].sd, icases[i].gmacs);
+        fprintf(f, "],\n \"image_operations\": {");
+        for (int op = 0, k = 0; op < GE_OP_COUNT; op++)
+            fprintf(f, "%s\n  \"%s\": {\"seconds\": %.4f, \"gmac\": %.3f, \"calls\": %llu}",
+                    k++ ? "," : "", ge_op_name((ge_op)op), itotal.seconds[op],
+                    itotal.macs[op] * 1e-9, itotal.calls[op]);
+        fprintf(f, "}}\n");
         if (fclose(f)) {
             fprintf(stderr, "gemmaembed: %s: write error\n", o->bench_json);
             return 4;

@@ -427,6 +427,24 @@ if [ -w /dev/full ]; then
     expect_rc io_full_npy 4 "write error (npy to /dev/full)"
 fi
 
+# --bench with --mmproj: the text cases, then one image per budget through the vision tower
+"$BIN" "${M[@]}" --mmproj testdata/tiny-mmproj-f32.gguf --bench --bench-reps 2 \
+    --bench-json "$T/bench.json" >"$T/bench.out" 2>"$T/bench.err"
+rc=$?
+"$PY" - "$T/bench.json" >"$T/bench.chk" 2>&1 <<'EOF2'
+import json, sys
+d = json.load(open(sys.argv[1]))
+assert d["reps"] == 2 and len(d["cases"]) >= 5 and all(c["tokens_per_s_mean"] > 0 for c in d["cases"])
+imgs = d["images"]
+# a 1280x960 picture's soft tokens per budget (SPEC.md 5.1), each with time and GMAC/s
+assert [(i["budget"], i["soft_tokens"]) for i in imgs] == [(70, 63), (140, 130), (280, 266), (560, 540), (1120, 1064)], imgs
+assert all(i["seconds_mean"] > 0 and i["gmacs"] > 0 and i["patches"] == 9 * i["soft_tokens"] for i in imgs)
+assert d["image_operations"]["attention"]["gmac"] > 0
+EOF2
+[ "$rc" -eq 0 ] && [ ! -s "$T/bench.out" ] && [ ! -s "$T/bench.chk" ] && grep -q "budget 1120" "$T/bench.err" &&
+    pass "--bench --mmproj: text cases and an image per budget (s/image, GMAC/s) in the table and JSON" ||
+    fail "--bench --mmproj: text cases and an image per budget" "rc $rc $(tail -c 300 "$T/bench.chk")"
+
 run help --help
 [ "$rc" -eq 0 ] && grep -q -- "--max-errors" "$T/help.out" && grep -q "query" "$T/help.out" &&
     pass "--help: flags and prompt names" || fail "--help: flags and prompt names" "rc $rc"
