@@ -11,6 +11,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <jansson.h>
+#include <poll.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -53,6 +54,8 @@ struct ge_in {
     unsigned char head[2]; /* the first bytes, read to look for the gzip magic */
     size_t head_len;
     unsigned long long raw_bytes; /* bytes read from fd */
+    bool (*interrupted)(void *); /* ge_in_set_interrupt */
+    void *interrupt_ctx;
 
     char *buf;          /* read buffer: unconsumed bytes are buf[start..end) */
     size_t cap, start, end;
@@ -80,13 +83,12 @@ ge_status ge_in_check(const char *path, ge_err *err)
 {
     if (strcmp(path, "-") == 0)
         return GE_OK;
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
-    if (fd < 0)
-        return ge_fail(err, GE_E_IO, "%s: %s", path, strerror(errno));
+    /* stat and access, not open: opening a named pipe to look at it would take (and on close
+     * drop) the writer the real read needs */
     struct stat st;
-    int dir = fstat(fd, &st) == 0 && S_ISDIR(st.st_mode);
-    close(fd);
-    if (dir)
+    if (stat(path, &st) != 0 || access(path, R_OK) != 0)
+        return ge_fail(err, GE_E_IO, "%s: %s", path, strerror(errno));
+    if (S_ISDIR(st.st_mode))
         return ge_fail(err, GE_E_IO, "%s: %s", path, strerror(EISDIR));
     return GE_OK;
 }
@@ -163,10 +165,28 @@ static int read_error(ge_in *in, const char *why, ge_err *err)
     return -1;
 }
 
+#define INTERRUPT_POLL_MS 100
+
+void ge_in_set_interrupt(ge_in *in, bool (*interrupted)(void *ctx), void *ctx)
+{
+    in->interrupted = interrupted;
+    in->interrupt_ctx = ctx;
+}
+
 /* read(2) into dst: the bytes, 0 at the end, -1 on an error (EINTR included: a signal asks
- * the reader to stop). */
+ * the reader to stop; so does ge_in_set_interrupt's test). */
 static ssize_t read_fd(ge_in *in, void *dst, size_t want, ge_err *err)
 {
+    /* wait for bytes in short polls: a stop that lands just before a blocking read (too
+     * early for its signal to interrupt it) is still seen within INTERRUPT_POLL_MS */
+    struct pollfd p = {in->fd, POLLIN, 0};
+    while (in->interrupted) {
+        if (in->interrupted(in->interrupt_ctx))
+            return read_error(in, strerror(EINTR), err);
+        int r = poll(&p, 1, INTERRUPT_POLL_MS);
+        if (r > 0 || (r < 0 && errno != EINTR))
+            break; /* bytes, the end, or an error that read(2) reports */
+    }
     ssize_t n = read(in->fd, dst, want);
     if (n < 0)
         return read_error(in, strerror(errno), err);

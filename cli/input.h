@@ -73,5 +73,9 @@ int ge_in_skip(ge_in *in, unsigned long long n, unsigned long long *skipped, ge_
 void ge_in_position(const ge_in *in, unsigned long long *done, unsigned long long *total);
 
 void ge_in_free(ge_in *in); /* accepts NULL */
+/* While reading, ask interrupted(ctx) at least every 100 ms when no bytes come; true ends the
+ * read as an error (as a signal's EINTR does): a stop request cannot be missed by a read that
+ * was about to block. NULL: plain blocking reads. */
+void ge_in_set_interrupt(ge_in *in, bool (*interrupted)(void *ctx), void *ctx);
 
 #endif

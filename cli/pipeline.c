@@ -155,6 +155,8 @@ static void abort_run(pipe_t *P)
 
 static bool stopping(pipe_t *P) { return atomic_load(P->c->stop) || atomic_load(&P->abort); }
 
+static bool stopping_cb(void *P) { return stopping(P); }
+
 static void fail_io(pipe_t *P)
 {
     pthread_mutex_lock(&P->mu);
@@ -896,6 +898,7 @@ int ge_pipeline_run(const ge_pipe_cfg *c, ge_pipe_result *res)
     long wave = c->o->cfg.v[GE_CFG_WAVE_TOKENS];
     P->wave_cap = wave > 0 ? (size_t)wave : 1;
     P->reader = pthread_self();
+    ge_in_set_interrupt(c->in, stopping_cb, P);
     P->p_t0 = P->p_last = ge_bench_now();
     pthread_mutex_init(&P->mu, NULL);
     pthread_condattr_t ca;
@@ -929,6 +932,7 @@ int ge_pipeline_run(const ge_pipe_cfg *c, ge_pipe_result *res)
     unsigned long long index = 0;
     if (started == 3) {
         index = read_all(P);
+        ge_in_set_interrupt(c->in, NULL, NULL);
     } else {
         ge_say("cannot start the pipeline's threads");
         P->status = 4;

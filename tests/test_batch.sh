@@ -151,7 +151,8 @@ ids=$(wc -l <term.npy.ids.jsonl)
     fail "SIGTERM: exit 143, a valid npy with as many rows as ids ($rows)" "rc $rc rows $rows ids $ids"
 case $cmd in *" --resume") pass "SIGTERM: the resume command is printed" ;;
     *) fail "SIGTERM: the resume command is printed" "$(tr '\n' ' ' <term.err | tail -c 300)" ;; esac
-cat in.jsonl >term.fifo &
+# (the writer gives up after 60 s should the command not open the fifo)
+timeout 60 sh -c 'cat in.jsonl >term.fifo' &
 eval "$cmd" >/dev/null 2>&1
 wait
 same "SIGTERM: the printed command completes the job byte for byte" term.npy ref.npy \

@@ -159,6 +159,15 @@ expect_rc fmt_jsonl 0 "jsonl output"
 py "jsonl: 10 unit vectors" rows "$T/fmt_jsonl.out" 10
 DIM=$("$PY" "$T/h.py" dim "$T/fmt_jsonl.out" 2>/dev/null || echo 0)
 
+# a named pipe whose writer writes once and closes: the input is opened once (a check that
+# opened it too would take the writer's bytes and leave the real read waiting forever)
+rm -f "$T/in.fifo" && mkfifo "$T/in.fifo"
+timeout 60 sh -c "cat $D/good.jsonl >'$T/in.fifo'" &
+timeout 60 "$BIN" "${M[@]}" "$T/in.fifo" >"$T/fifo.out" 2>/dev/null
+rc=$?
+wait
+[ "$rc" -eq 0 ] && cmp -s "$T/fifo.out" "$T/fmt_jsonl.out" && pass "a named pipe as the input file" ||
+    fail "a named pipe as the input file" "rc $rc"
 run fmt_b64 "${M[@]}" --encoding base64 $D/good.jsonl
 expect_rc fmt_b64 0 "--encoding base64"
 py "jsonl base64 = float" b64 "$T/fmt_jsonl.out" "$T/fmt_b64.out"
