@@ -8,7 +8,9 @@
 #   - its preprocessing at budgets 70 and 280 must equal the reference's: (th, tw) and
 #     positions exactly, the resized uint8 image exactly, the patches to 1e-7;
 #   - raw resizes of random sizes (up, down, one axis, 1-pixel sides) equal the reference;
-#   - the reference stays within 2 levels of PIL's own bicubic resize (documents the gap).
+#   - the committed images of the goldens (testdata/images) decode to PIL's RGB too, and the C
+#     resize stays within 2 levels of PIL's own bicubic resize on them (budgets 70-1120) and on
+#     the reference's noisy and large test images (the gap documented in golden/README.md).
 set -u
 BUILD=${BUILD:-build/rel}
 PYTHON=${PYTHON:-/usr/bin/python3}
@@ -19,13 +21,15 @@ DUMP=$BUILD/tests/image_dump
 dir=$OUT/test_image
 rm -rf "$dir" && mkdir -p "$dir"
 exec "$PYTHON" - "$DUMP" "$dir" <<'EOF'
-import io, os, struct, subprocess, sys, zlib
+import io, os, struct, subprocess, sys, warnings, zlib
 import numpy as np
 from PIL import Image, ImageOps
 sys.path.insert(0, "tools/ref")
 import imageproc as ref
 
 dump, d = sys.argv[1], sys.argv[2]
+# convert("RGB") of a palette PNG with tRNS drops the alpha, as Hugging Face's load_image does
+warnings.filterwarnings("ignore", "Palette images with Transparency")
 nfail = 0
 def check(ok, name, detail=""):
     global nfail
@@ -150,10 +154,53 @@ for (h, w), (th, tw) in cases:
     check(got is not None and (got == want).all(), "resize %dx%d -> %dx%d equals the reference" % (w, h, tw, th),
           (r.stdout + r.stderr).strip() if got is None else "%d mismatches" % (got != want).sum())
 
-# --- the reference against PIL's bicubic (22-bit taps): the documented gap ---
-worst, share = ref.compare_pil(verbose=False)
-check(worst <= 2 and share < 0.02, "reference resize within 2 levels of PIL on < 2%% of values (max %d, %.2f%%)"
-      % (worst, 100 * share), "max %d, %.2f%%" % (worst, 100 * share))
+# --- the C resize against PIL's own bicubic, Image.resize(BICUBIC, reducing_gap=None): the same
+#     filter with 22-bit taps instead of torchvision's int16 ones. The gap is documented in
+#     golden/README.md; the gates sit a little above what Pillow 9.4 showed: every case within
+#     2 levels on at most 2% of the values, at most 1% of all values ---
+pil_cases = []  # (name, input RGB, C's resize)
+for name in sorted(os.listdir("testdata/images")):  # the committed images of the goldens
+    p = os.path.join("testdata/images", name)
+    pil_rgb = np.asarray(ImageOps.exif_transpose(Image.open(p)).convert("RGB"))
+    for budget in (70, 280, 560, 1120):
+        pre = os.path.join(d, "committed-%s-%d" % (name, budget))
+        r = subprocess.run([dump, "prep", p, str(budget), pre], capture_output=True, text=True)
+        if r.returncode != 0:
+            check(False, "prep %s %d" % (p, budget), (r.stdout + r.stderr).strip())
+            continue
+        w, h, th, tw, n = map(int, r.stdout.split())
+        rgb = np.fromfile(pre + ".rgb", np.uint8).reshape(h, w, 3)
+        if budget == 70:
+            check(rgb.shape == pil_rgb.shape and (rgb == pil_rgb).all(),
+                  "decode %s (%dx%d) equals PIL" % (p, w, h), "differs")
+        pil_cases.append(("%s budget %d" % (name, budget), rgb,
+                          np.fromfile(pre + ".resized", np.uint8).reshape(th, tw, 3)))
+        for ext in (".rgb", ".resized", ".patches", ".pos"):
+            os.remove(pre + ext)
+for name, img in ref.test_images(np.random.default_rng(7)).items():  # noise, a big downscale
+    for budget in (70, 280):
+        th, tw, _ = ref.plan(img.shape[0], img.shape[1], budget)
+        src, dst = os.path.join(d, "r.in"), os.path.join(d, "r.out")
+        img.tofile(src)
+        r = subprocess.run([dump, "resize", src, str(img.shape[0]), str(img.shape[1]), str(th),
+                            str(tw), dst], capture_output=True, text=True)
+        if r.returncode == 0:
+            pil_cases.append(("%s budget %d" % (name, budget), img,
+                              np.fromfile(dst, np.uint8).reshape(th, tw, 3)))
+        else:
+            check(False, "resize %s %d" % (name, budget), (r.stdout + r.stderr).strip())
+n_diff = n_all = worst = 0
+for name, img, ours in pil_cases:
+    th, tw = ours.shape[:2]
+    pil = np.asarray(Image.fromarray(img).resize((tw, th), Image.BICUBIC, reducing_gap=None))
+    dd = np.abs(ours.astype(int) - pil)
+    share = (dd > 0).mean()
+    n_diff, n_all, worst = n_diff + int((dd > 0).sum()), n_all + dd.size, max(worst, int(dd.max()))
+    check(dd.max() <= 2 and share <= 0.02, "resize %s -> %dx%d vs PIL: max %d level(s), %.3f%% of "
+          "values differ (%d by 2)" % (name, tw, th, dd.max(), 100 * share, (dd == 2).sum()),
+          "max %d, %.3f%% differ" % (dd.max(), 100 * share))
+check(n_all > 0 and n_diff <= 0.01 * n_all, "resize vs PIL over %d cases: max %d level(s), %.3f%% "
+      "of %d values differ" % (len(pil_cases), worst, 100 * n_diff / max(n_all, 1), n_all), "over 1%")
 
 # --- error cases through the helper: a clean one-line error, never a crash ---
 big = open(files["landscape.jpg"], "rb").read()
