@@ -738,7 +738,7 @@ def check_mm_layout(m, ftype):
         K = shape_or(m, "a.blk.0.conv_dw.weight", 0)
         tiny = (Da, L, nh, F, proj, M, C0, C1, E, K,
                 abs(kv[AU + "attention.layer_norm_epsilon"] - 1e-5) < 1e-12)
-        if tiny != (64, 2, 4, 128, 64, 128, 8, 2, 96, 5, True):
+        if tiny != (64, 2, 4, 128, 64, 128, 16, 4, 96, 5, True):
             raise Bad("tiny audio hyperparameters %r" % (tiny,))
         exp.update(mm_audio_expected(Da, L, F, nh, C0, C1, E, K, M, proj, ftype))
     for name, (sh, ty) in exp.items():
