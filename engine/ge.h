@@ -248,7 +248,9 @@ int ge_model_hidden(const ge_model *m);
 
 /* Take the media towers from the mmproj files paths[0..n) (n <= 2): the vision tower is
  * opened and checked when the first image needs it, from the first file that has one (a
- * failure then fails every image record with the same message), or now with --prepack. */
+ * combined vision + audio file, or a vision file beside an audio file in either order; a
+ * failure then fails every image record with the same message), or now with --prepack (which
+ * fails only for a damaged file: with no vision encoder at all, image records fail). */
 ge_status ge_model_set_mmproj(ge_model *m, const char *const *paths, int n, ge_err *err);
 /* Soft tokens of one preprocessed image (see ge_image_patchify): patches [pw * ph][768] in
  * [0, 1], positions pos[2 t] = x, pos[2 t + 1] = y; rows gets (pw / 3) * (ph / 3) rows of

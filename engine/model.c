@@ -377,8 +377,15 @@ ge_status ge_model_row_scratch(ge_model *m, int64_t n, ge_err *err)
     return GE_OK;
 }
 
-/* The vision tower, opened on first use from the first mmproj that has one; a failure is
- * kept and given to every later call. */
+static bool no_vision_encoder(const ge_err *e)
+{
+    return e->code == GE_E_UNSUPPORTED && strstr(e->msg, GE_NO_VISION_ENCODER);
+}
+
+/* The vision tower, opened on first use from the first mmproj that has one (a combined file,
+ * or either of a vision and an audio file in any order); a failure is kept and given to every
+ * later call. A file without a vision encoder is passed over; a damaged file's error wins
+ * over that, and when no file has one the error names them all. */
 static ge_status vision(ge_model *m, ge_err *err)
 {
     if (m->vision)
@@ -386,15 +393,24 @@ static ge_status vision(ge_model *m, ge_err *err)
     if (!m->n_mmproj)
         return ge_fail(err, GE_E_USAGE, "images need a vision tower: give --mmproj");
     if (m->vision_err.code == GE_OK) {
+        ge_err none = {0};
         for (int i = 0; i < m->n_mmproj; i++) {
             ge_err e = {0};
-            ge_status st = ge_vision_open(&m->vision, m->mmproj[i], m->hp.n_embd, &e);
-            if (!st)
+            e.code = ge_vision_open(&m->vision, m->mmproj[i], m->hp.n_embd, &e);
+            if (e.code == GE_OK)
                 return GE_OK;
-            /* a file without a vision encoder may be the audio one: try the next */
-            if (i == 0 || st != GE_E_UNSUPPORTED || !strstr(e.msg, "no vision encoder"))
-                m->vision_err = e, m->vision_err.code = st;
+            if (!no_vision_encoder(&e)) {
+                if (m->vision_err.code == GE_OK)
+                    m->vision_err = e;
+            } else if (none.code == GE_OK) {
+                none = e;
+            }
         }
+        if (m->vision_err.code == GE_OK && m->n_mmproj == 1)
+            m->vision_err = none;
+        else if (m->vision_err.code == GE_OK)
+            ge_fail(&m->vision_err, GE_E_UNSUPPORTED, "%s, %s: " GE_NO_VISION_ENCODER " in "
+                    "either mmproj file (clip.has_vision_encoder)", m->mmproj[0], m->mmproj[1]);
     }
     *err = m->vision_err;
     return m->vision_err.code;
@@ -418,6 +434,8 @@ ge_status ge_model_set_mmproj(ge_model *m, const char *const *paths, int n, ge_e
     if (!n || !m->cfg.v[GE_CFG_PREPACK])
         return GE_OK;
     ge_status st = vision(m, err);
+    if (st && no_vision_encoder(err)) /* audio only: image records fail, the rest runs */
+        return GE_OK;
     return st ? st : ge_vision_prepack(m, m->vision, err);
 }
 

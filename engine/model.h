@@ -120,8 +120,12 @@ void ge_attention_with(ge_model *m, const ge_attn_args *a, int64_t n_tok, bool f
 
 /* ---- vision.c: the gemma4v tower of an mmproj file ---------------------------------------- */
 
-/* Open and bind an mmproj's vision tower; its projection must give text_hidden values. */
+/* Open and bind an mmproj's vision tower; its projection must give text_hidden values. Only
+ * the clip.vision.* keys and the v.* / mm.input_projection tensors are read: a combined file's
+ * audio tower (clip.audio.*, a.*, mm.a.*) is left alone. A file without a vision encoder (an
+ * audio-only mmproj) fails with GE_E_UNSUPPORTED and a message holding GE_NO_VISION_ENCODER. */
 ge_status ge_vision_open(ge_vision **out, const char *path, int text_hidden, ge_err *err);
+#define GE_NO_VISION_ENCODER "no vision encoder"
 void ge_vision_free(ge_vision *v); /* accepts NULL */
 void ge_vision_trim(ge_vision *v);  /* free the workspace kept between images */
 ge_status ge_vision_prepack(ge_model *m, const ge_vision *v, ge_err *err); /* --prepack */

@@ -96,8 +96,8 @@ static ge_status bind_vision(ge_vision *v, int text_hidden, ge_err *err)
     if (!st)
         st = ge_gguf_get_bool_or(g, "clip.has_vision_encoder", false, &has, err);
     if (!st && !has)
-        st = ge_fail(err, GE_E_UNSUPPORTED, "%s: the mmproj has no vision encoder "
-                     "(clip.has_vision_encoder)", g->path);
+        st = ge_fail(err, GE_E_UNSUPPORTED, "%s: the mmproj has " GE_NO_VISION_ENCODER
+                     " (clip.has_vision_encoder)", g->path);
     if (!st)
         st = ge_gguf_get_str(g, "clip.vision.projector_type", &s, err);
     if (!st && !ge_gguf_str_eq(s, "gemma4v"))

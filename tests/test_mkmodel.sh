@@ -5,9 +5,12 @@
 #       independent GGUF reader (below, not sharing code with tools/gguf_writer.py)
 #       rejects for the intended reason;
 #   (c) --vocab tokenizer.json works (string and pair merges, id gaps, added tokens);
-#   (d) --mmproj vision: testdata/tiny-mmproj-*.gguf regenerate byte for byte, the clip.*
-#       keys, tensor names, ggml shapes and per-tensor types of GGUF.md §4 in every --type,
-#       the real preset's shapes (SPEC.md §9 parameter count), seeds, broken variants;
+#   (d) --mmproj vision|audio|both: testdata/tiny-mmproj-*.gguf regenerate byte for byte,
+#       the clip.* keys, tensor names, ggml shapes and per-tensor types of GGUF.md §4 in
+#       every --type (audio: F32 convs, input_projection and conv_dw, clamp scalars,
+#       per_dim_scale after softplus), a combined file = the vision file's tensors + the
+#       audio file's, byte for byte, the real preset's shapes (SPEC.md §9 parameter counts),
+#       seeds, broken variants;
 #   plus a full structural check of the good files and of the weight encodings.
 # Prints "PASS: name" / "FAIL: name: detail" per check; exits 1 if any failed.
 set -u
@@ -93,28 +96,55 @@ for t in f32 q8_0 bf16 f16; do
     fi
 done
 
-if msg=$(mk --mmproj vision --preset tiny --type q8_0 --seed 2 -o "$T/mm-s2a.gguf") &&
-   msg=$(mk --mmproj vision --preset tiny --type q8_0 --seed 2 -o "$T/mm-s2b.gguf"); then
-    if ! cmp -s "$T/mm-s2a.gguf" "$T/mm-s2b.gguf"; then fail "mmproj-seed" "seed 2 not deterministic"
-    elif cmp -s "$T/mm-s2a.gguf" "$T/mm-tiny-q8_0.gguf"; then fail "mmproj-seed" "seed 2 equals seed 1"
-    else pass "mmproj-seed"; fi
-else
-    fail "mmproj-seed" "$msg"
-fi
-
-for k in $KINDS; do
-    if ! msg=$(mk --mmproj vision --preset tiny --type q8_0 --seed 1 --broken "$k" \
-                  -o "$T/mm-broken-$k.gguf"); then
-        fail "mmproj-broken-$k-differs" "$msg"
-    elif cmp -s "$T/mm-broken-$k.gguf" "$T/mm-tiny-q8_0.gguf"; then
-        fail "mmproj-broken-$k-differs" "identical to the good file"
-    else
-        pass "mmproj-broken-$k-differs"
-    fi
+# audio and combined files in every type; the committed ones regenerate byte for byte
+for m in audio both; do
+    for t in f32 q8_0 bf16 f16; do
+        if ! msg=$(mk --mmproj $m --preset tiny --type $t --seed 1 -o "$T/mm-$m-tiny-$t.gguf"); then
+            fail "mmproj-$m-generate-$t" "$msg"
+        elif [ "$t" = q8_0 ]; then
+            if [ ! -f "$TD/tiny-mmproj-$m-$t.gguf" ]; then
+                fail "regen-tiny-mmproj-$m-$t" "testdata/tiny-mmproj-$m-$t.gguf missing"
+            elif cmp -s "$T/mm-$m-tiny-$t.gguf" "$TD/tiny-mmproj-$m-$t.gguf"; then
+                pass "regen-tiny-mmproj-$m-$t"
+            else
+                fail "regen-tiny-mmproj-$m-$t" "differs from testdata/tiny-mmproj-$m-$t.gguf"
+            fi
+            sz=$(wc -c <"$TD/tiny-mmproj-$m-$t.gguf" 2>/dev/null || echo 0)
+            if [ "$sz" -gt 0 ] && [ "$sz" -lt 1000000 ]; then pass "size-tiny-mmproj-$m-$t"
+            else fail "size-tiny-mmproj-$m-$t" "$sz bytes (want < 1 MB)"; fi
+        else
+            pass "mmproj-$m-generate-$t"
+        fi
+    done
 done
 
-# usage errors: towers not available yet, a vocabulary for an mmproj
-for label in audio both vocab; do
+for m in vision audio both; do
+    good=$T/mm-tiny-q8_0.gguf
+    [ $m = vision ] || good=$T/mm-$m-tiny-q8_0.gguf
+    if msg=$(mk --mmproj $m --preset tiny --type q8_0 --seed 2 -o "$T/mm-$m-s2a.gguf") &&
+       msg=$(mk --mmproj $m --preset tiny --type q8_0 --seed 2 -o "$T/mm-$m-s2b.gguf"); then
+        if ! cmp -s "$T/mm-$m-s2a.gguf" "$T/mm-$m-s2b.gguf"; then fail "mmproj-$m-seed" "seed 2 not deterministic"
+        elif cmp -s "$T/mm-$m-s2a.gguf" "$good"; then fail "mmproj-$m-seed" "seed 2 equals seed 1"
+        else pass "mmproj-$m-seed"; fi
+    else
+        fail "mmproj-$m-seed" "$msg"
+    fi
+
+    for k in $KINDS; do
+        out=$T/mm-broken-$k.gguf
+        [ $m = vision ] || out=$T/mm-$m-broken-$k.gguf
+        if ! msg=$(mk --mmproj $m --preset tiny --type q8_0 --seed 1 --broken "$k" -o "$out"); then
+            fail "mmproj-$m-broken-$k-differs" "$msg"
+        elif cmp -s "$out" "$good"; then
+            fail "mmproj-$m-broken-$k-differs" "identical to the good file"
+        else
+            pass "mmproj-$m-broken-$k-differs"
+        fi
+    done
+done
+
+# usage errors: a tower that does not exist, a vocabulary for an mmproj
+for label in video vocab; do
     case $label in
         vocab) args="--mmproj vision --vocab $T/tok1.json" ;;
         *) args="--mmproj $label" ;;
@@ -576,19 +606,32 @@ for k in EXPECT:
 
 # ------------------------------------------------------------ mmproj (GGUF.md §4)
 V = "clip.vision."
+AU = "clip.audio."
 FLT_ARR = (9, F32T)
 MM_REQ = {
     "general.architecture": STR, "general.type": STR, "general.name": STR,
     "general.file_type": U32, "general.quantization_version": U32, "general.alignment": U32,
     "clip.has_vision_encoder": BOOL, "clip.has_audio_encoder": BOOL,
+}
+MM_REQ_VISION = {
     V + "projector_type": STR, V + "projection_dim": U32, V + "image_size": U32,
     V + "patch_size": U32, V + "embedding_length": U32, V + "feed_forward_length": U32,
     V + "block_count": U32, V + "attention.head_count": U32,
     V + "attention.layer_norm_epsilon": F32T, V + "image_mean": FLT_ARR,
     V + "image_std": FLT_ARR,
 }
+# what Gemma4VisionAudioModel (llama.cpp convert_hf_to_gguf.py) writes for the audio tower
+MM_REQ_AUDIO = {
+    AU + "projector_type": STR, AU + "projection_dim": U32, AU + "embedding_length": U32,
+    AU + "feed_forward_length": U32, AU + "block_count": U32, AU + "attention.head_count": U32,
+    AU + "num_mel_bins": U32, AU + "attention.layer_norm_epsilon": F32T,
+}
 # 1-D: F32; matrices: --type; patch_embd F16 only for f16; position table F32
 MM_PATCH_TYPE = {"f32": 0, "f16": 1, "bf16": 0, "q8_0": 0}
+# the audio tower's clipped linears (each with .input_min/.input_max/.output_min/.output_max)
+AUDIO_CLIPPED = ("ffn_up", "ffn_down", "ffn_up_1", "ffn_down_1", "attn_q", "attn_k", "attn_v",
+                 "attn_out", "conv_pw1", "conv_pw2")
+CLAMPS = ("input_min", "input_max", "output_min", "output_max")
 
 
 def mm_expected(Dv, L, F, hd, P, proj, ftype):
@@ -607,33 +650,97 @@ def mm_expected(Dv, L, F, hd, P, proj, ftype):
     return exp
 
 
+def mm_audio_expected(Da, L, F, nh, C0, C1, E, K, M, proj, ftype):
+    """GGUF.md §4 "Audio tensors": the sub-sampling convs, a.input_projection and conv_dw
+    are F32 in every type (the converter forces "conv" tensors to F32), 1-D tensors F32."""
+    mat = FT[ftype][1]
+    exp = {"a.conv1d.0.weight": ((3, 3, 1, C0), 0), "a.conv1d.0.norm.weight": ((C0,), 0),
+           "a.conv1d.1.weight": ((3, 3, C0, C1), 0), "a.conv1d.1.norm.weight": ((C1,), 0),
+           "a.input_projection.weight": ((C1 * (M // 4), Da), 0),
+           "a.pre_encode.out.weight": ((Da, E), mat), "a.pre_encode.out.bias": ((E,), 0),
+           "mm.a.input_projection.weight": ((E, proj), mat)}
+    for i in range(L):
+        b = "a.blk.%d." % i
+        for n in ("ffn_norm", "ffn_post_norm", "ffn_norm_1", "ffn_post_norm_1", "attn_pre_norm",
+                  "attn_post_norm", "conv_norm", "norm_conv", "ln2"):
+            exp[b + n + ".weight"] = ((Da,), 0)
+        exp[b + "per_dim_scale.weight"] = ((Da // nh,), 0)
+        exp[b + "attn_k_rel.weight"] = ((Da, Da), mat)
+        exp[b + "conv_dw.weight"] = ((K, Da), 0)
+        for n, sh in (("ffn_up", (Da, F)), ("ffn_down", (F, Da)), ("ffn_up_1", (Da, F)),
+                      ("ffn_down_1", (F, Da)), ("attn_q", (Da, Da)), ("attn_k", (Da, Da)),
+                      ("attn_v", (Da, Da)), ("attn_out", (Da, Da)), ("conv_pw1", (Da, 2 * Da)),
+                      ("conv_pw2", (Da, Da))):
+            exp[b + n + ".weight"] = (sh, mat)
+            for c in CLAMPS:
+                exp[b + n + "." + c] = ((1,), 0)
+    assert set(n.split(".")[3] for n in exp if n.endswith(".input_min")) == set(AUDIO_CLIPPED)
+    return exp
+
+
+def shape_or(m, name, axis, default=0):
+    return m["t"][name]["ne"][axis] if name in m["t"] else default
+
+
 def check_mm_layout(m, ftype):
+    """Raise Bad unless m is a tiny mmproj with the GGUF.md §4 layout of the towers its
+    clip.has_*_encoder keys announce."""
     kv, kt = m["kv"], m["kt"]
     for k, t in MM_REQ.items():
         if k not in kv:
             raise Bad("missing key %s" % k)
         if kt[k] != t:
             raise Bad("key %s has type %r, want %r" % (k, kt[k], t))
-    extra = sorted(k for k in kv if k not in MM_REQ and k != "general.basename"
+    vis, aud = kv["clip.has_vision_encoder"], kv["clip.has_audio_encoder"]
+    if not (vis or aud):
+        raise Bad("neither tower")
+    req = dict(MM_REQ)
+    req.update(MM_REQ_VISION if vis else {})
+    req.update(MM_REQ_AUDIO if aud else {})
+    for k, t in req.items():
+        if k not in kv:
+            raise Bad("missing key %s" % k)
+        if kt[k] != t:
+            raise Bad("key %s has type %r, want %r" % (k, kt[k], t))
+    extra = sorted(k for k in kv if k not in req and k != "general.basename"
                    and k != "general.size_label")
     if extra:
         raise Bad("unexpected keys %s" % extra[:3])
-    got = (kv["general.architecture"], kv["general.type"], kv["clip.has_vision_encoder"],
-           kv["clip.has_audio_encoder"], kv[V + "projector_type"], kv["general.file_type"])
-    if got != ("clip", "mmproj", True, False, "gemma4v", FT[ftype][0]):
-        raise Bad("general / clip keys %r" % (got,))
-    if list(kv[V + "image_mean"]) != [0, 0, 0] or list(kv[V + "image_std"]) != [1, 1, 1]:
-        raise Bad("image_mean / image_std")
-    Dv, L, F = kv[V + "embedding_length"], kv[V + "block_count"], kv[V + "feed_forward_length"]
-    nh, proj = kv[V + "attention.head_count"], kv[V + "projection_dim"]
-    if Dv % nh:
-        raise Bad("width %d not a multiple of %d heads" % (Dv, nh))
-    P = m["t"]["v.position_embd.weight"]["ne"][1] if "v.position_embd.weight" in m["t"] else 0
-    tiny = (Dv, L, nh, F, proj, P, kv[V + "patch_size"], kv[V + "image_size"],
-            abs(kv[V + "attention.layer_norm_epsilon"] - 1e-6) < 1e-12)
-    if tiny != (64, 3, 4, 128, 64, 256, 16, 224, True):
-        raise Bad("tiny hyperparameters %r" % (tiny,))
-    exp = mm_expected(Dv, L, F, Dv // nh, P, proj, ftype)
+    got = (kv["general.architecture"], kv["general.type"], kv["general.file_type"])
+    if got != ("clip", "mmproj", FT[ftype][0]):
+        raise Bad("general keys %r" % (got,))
+    exp = {}
+    if vis:
+        if kv[V + "projector_type"] != "gemma4v":
+            raise Bad("vision projector %r" % kv[V + "projector_type"])
+        if list(kv[V + "image_mean"]) != [0, 0, 0] or list(kv[V + "image_std"]) != [1, 1, 1]:
+            raise Bad("image_mean / image_std")
+        Dv, L, F = kv[V + "embedding_length"], kv[V + "block_count"], kv[V + "feed_forward_length"]
+        nh, proj = kv[V + "attention.head_count"], kv[V + "projection_dim"]
+        if Dv % nh:
+            raise Bad("width %d not a multiple of %d heads" % (Dv, nh))
+        P = shape_or(m, "v.position_embd.weight", 1)
+        tiny = (Dv, L, nh, F, proj, P, kv[V + "patch_size"], kv[V + "image_size"],
+                abs(kv[V + "attention.layer_norm_epsilon"] - 1e-6) < 1e-12)
+        if tiny != (64, 3, 4, 128, 64, 256, 16, 224, True):
+            raise Bad("tiny hyperparameters %r" % (tiny,))
+        exp.update(mm_expected(Dv, L, F, Dv // nh, P, proj, ftype))
+    if aud:
+        if kv[AU + "projector_type"] != "gemma4a":
+            raise Bad("audio projector %r" % kv[AU + "projector_type"])
+        Da, L, F = kv[AU + "embedding_length"], kv[AU + "block_count"], kv[AU + "feed_forward_length"]
+        nh, proj, M = kv[AU + "attention.head_count"], kv[AU + "projection_dim"], kv[AU + "num_mel_bins"]
+        if Da % nh:
+            raise Bad("audio width %d not a multiple of %d heads" % (Da, nh))
+        C0 = shape_or(m, "a.conv1d.0.weight", 3)
+        C1 = shape_or(m, "a.conv1d.1.weight", 3)
+        E = shape_or(m, "a.pre_encode.out.weight", 1)
+        K = shape_or(m, "a.blk.0.conv_dw.weight", 0)
+        tiny = (Da, L, nh, F, proj, M, C0, C1, E, K,
+                abs(kv[AU + "attention.layer_norm_epsilon"] - 1e-5) < 1e-12)
+        if tiny != (64, 2, 4, 128, 64, 128, 16, 4, 96, 5, True):
+            raise Bad("tiny audio hyperparameters %r" % (tiny,))
+        exp.update(mm_audio_expected(Da, L, F, nh, C0, C1, E, K, M, proj, ftype))
     for name, (sh, ty) in exp.items():
         if name not in m["t"]:
             raise Bad("missing tensor %s" % name)
@@ -651,85 +758,157 @@ def check_mm_layout(m, ftype):
 
 
 MM = {}
+MM_FILES = {"vision": "mm-tiny-%s", "audio": "mm-audio-tiny-%s", "both": "mm-both-tiny-%s"}
+MM_TOWERS = {"vision": (True, False), "audio": (False, True), "both": (True, True)}
 
 
-def load_mm(t):
+def load_mm(kind, t):
     def f():
-        MM[t] = read("%s/mm-tiny-%s.gguf" % (D, t))
-        check_mm_layout(MM[t], t)
+        MM[kind, t] = read("%s/%s.gguf" % (D, MM_FILES[kind] % t))
+        check_mm_layout(MM[kind, t], t)
+        kv = MM[kind, t]["kv"]
+        if (kv["clip.has_vision_encoder"], kv["clip.has_audio_encoder"]) != MM_TOWERS[kind]:
+            raise Bad("has_vision / has_audio encoder keys")
     return f
 
 
-for t in ("f32", "q8_0", "bf16", "f16"):
-    check("mmproj-layout-tiny-%s" % t, load_mm(t))
+for kind in ("vision", "audio", "both"):
+    for t in ("f32", "q8_0", "bf16", "f16"):
+        check("mmproj-%s-layout-tiny-%s" % (kind, t), load_mm(kind, t))
 
 
-def mm_values():
-    f32 = MM["f32"]["t"]
-    for t in ("q8_0", "bf16", "f16"):
-        for n, x in MM[t]["t"].items():
-            ref = values(f32[n])
-            got = values(x)
-            if x["type"] == 0 and x["raw"] != f32[n]["raw"]:
-                raise Bad("F32 %s differs in %s" % (n, t))
-            rel = {1: 2 ** -11, 30: 2 ** -8, 8: None}.get(x["type"])
-            if rel is not None:
-                if np.any(np.abs(got - ref) > rel * np.abs(ref) + 2 ** -24):
-                    raise Bad("%s of %s too far from f32" % (t, n))
-            elif x["type"] == 8:
-                amax = np.abs(ref.reshape(-1, 32)).max(1, keepdims=True)
-                if np.any(np.abs(got - ref).reshape(-1, 32) > amax / 127 * 0.6 + 1e-7):
-                    raise Bad("Q8_0 of %s too far from f32" % n)
-    w = values(f32["v.blk.0.ffn_gate.weight"])          # numpy (out, in)
-    if not 0.8 < w.std() * np.sqrt(w.shape[1]) < 1.2:
-        raise Bad("matrix scale %.3g, want ~1/sqrt(in)" % (w.std() * np.sqrt(w.shape[1])))
-    pe = values(f32["v.position_embd.weight"])
-    if pe.shape[0] != 2 or np.allclose(pe[0], pe[1]):
-        raise Bad("x and y position tables equal")
+def mm_values(kind):
+    def f():
+        f32 = MM[kind, "f32"]["t"]
+        for t in ("q8_0", "bf16", "f16"):
+            for n, x in MM[kind, t]["t"].items():
+                ref = values(f32[n])
+                got = values(x)
+                if x["type"] == 0 and x["raw"] != f32[n]["raw"]:
+                    raise Bad("F32 %s differs in %s" % (n, t))
+                rel = {1: 2 ** -11, 30: 2 ** -8, 8: None}.get(x["type"])
+                if rel is not None:
+                    if np.any(np.abs(got - ref) > rel * np.abs(ref) + 2 ** -24):
+                        raise Bad("%s of %s too far from f32" % (t, n))
+                elif x["type"] == 8:
+                    amax = np.abs(ref.reshape(-1, 32)).max(1, keepdims=True)
+                    if np.any(np.abs(got - ref).reshape(-1, 32) > amax / 127 * 0.6 + 1e-7):
+                        raise Bad("Q8_0 of %s too far from f32" % n)
+        prefix = "v" if kind == "vision" else "a"
+        w = values(f32[prefix + ".blk.0.ffn_up.weight"])          # numpy (out, in)
+        if not 0.8 < w.std() * np.sqrt(w.shape[1]) < 1.2:
+            raise Bad("matrix scale %.3g, want ~1/sqrt(in)" % (w.std() * np.sqrt(w.shape[1])))
+        if kind == "vision":
+            pe = values(f32["v.position_embd.weight"])
+            if pe.shape[0] != 2 or np.allclose(pe[0], pe[1]):
+                raise Bad("x and y position tables equal")
+            return
+        # per_dim_scale is stored after softplus: positive, around softplus(0) = 0.69
+        for n in f32:
+            if n.endswith("per_dim_scale.weight"):
+                p = values(f32[n])
+                if not (np.all(p > 0) and 0.4 < p.mean() < 1.0 and p.std() > 0.05):
+                    raise Bad("%s = %r does not look like softplus(raw)" % (n, p[:4]))
+        # clamp bounds: min < 0 < max, a few times the unit activations; q, k and v differ
+        for i in range(MM[kind, "f32"]["kv"][AU + "block_count"]):
+            seen = set()
+            for lin in AUDIO_CLIPPED:
+                b = "a.blk.%d.%s." % (i, lin)
+                lo_in, hi_in, lo_out, hi_out = (float(values(f32[b + c])[0]) for c in CLAMPS)
+                if not (-6 < lo_in < -1 < 1 < hi_in < 6 and -6 < lo_out < -1 < 1 < hi_out < 6):
+                    raise Bad("clamp bounds of %s: %r" % (b, (lo_in, hi_in, lo_out, hi_out)))
+                seen.add((lo_in, hi_in))
+            if len(seen) != len(AUDIO_CLIPPED):
+                raise Bad("block %d: two clipped linears share their input bounds" % i)
+    return f
 
 
-check("mmproj-values-across-types", mm_values)
+for kind in ("vision", "audio"):
+    check("mmproj-%s-values-across-types" % kind, mm_values(kind))
+
+
+def mm_both_is_union():
+    # a combined file is the vision file's tensors then the audio file's, byte for byte,
+    # and the union of their metadata
+    for t in ("f32", "q8_0", "bf16", "f16"):
+        v, a, b = MM["vision", t], MM["audio", t], MM["both", t]
+        if b["order"] != v["order"] + a["order"]:
+            raise Bad("%s: tensor order / names differ" % t)
+        for part in (v, a):
+            for n in part["order"]:
+                if b["t"][n]["raw"] != part["t"][n]["raw"] or b["t"][n]["ne"] != part["t"][n]["ne"]:
+                    raise Bad("%s: %s differs" % (t, n))
+            for k, x in part["kv"].items():
+                if k.startswith(("clip.vision.", "clip.audio.", "general.")) and \
+                        not np.array_equal(b["kv"][k], x):
+                    raise Bad("%s: key %s differs" % (t, k))
+
+
+check("mmproj-both-is-vision-plus-audio", mm_both_is_union)
 
 
 def mm_text_match():
     # the projection width is the text model's hidden size
-    if MM["f32"]["kv"][V + "projection_dim"] != M["f32"]["kv"][A + "embedding_length"]:
+    H = M["f32"]["kv"][A + "embedding_length"]
+    kv = MM["both", "f32"]["kv"]
+    if kv[V + "projection_dim"] != H or kv[AU + "projection_dim"] != H:
         raise Bad("projection_dim != text embedding_length")
 
 
 check("mmproj-projection-is-text-hidden", mm_text_match)
 
+# the tensor --broken damages: the file's first tower (vision for "both")
 MM_EXPECT = {"truncated": "past end of file", "magic": "bad magic",
-             "missing": "missing tensor v.blk.1.ffn_up.weight",
-             "shape": "shape of v.blk.0.attn_q.weight", "type": "unknown ggml type 250",
+             "missing": "missing tensor %s.blk.1.ffn_up.weight",
+             "shape": "shape of %s.blk.0.attn_q.weight", "type": "unknown ggml type 250",
              "counts": "absurd counts", "counts-tensors": "absurd counts",
              "counts-kv": "absurd counts"}
 
 
-for k in MM_EXPECT:
-    check("mmproj-broken-%s-rejected" % k,
-          broken("%s/mm-broken-%s.gguf" % (D, k), check_mm_layout, MM_EXPECT[k]))
+for kind in ("vision", "audio", "both"):
+    for k in MM_EXPECT:
+        path = "%s/mm-broken-%s.gguf" % (D, k) if kind == "vision" else \
+            "%s/mm-%s-broken-%s.gguf" % (D, kind, k)
+        want = MM_EXPECT[k] % "a" if "%s" in MM_EXPECT[k] and kind == "audio" else \
+            MM_EXPECT[k].replace("%s", "v")
+        check("mmproj-%s-broken-%s-rejected" % (kind, k), broken(path, check_mm_layout, want))
 
 
-def mm_real_plan():
-    # the real preset's plan (not written: 670 MB in f32): GGUF.md §4 shapes and
-    # SPEC.md §9's vision parameter count, 167,757,824 (tower + embed_vision)
+def load_mkmodel():
     import importlib.machinery
     import importlib.util
     loader = importlib.machinery.SourceFileLoader("mkmodel_mod", MKMODEL)
     spec = importlib.util.spec_from_loader("mkmodel_mod", loader)
     mk = importlib.util.module_from_spec(spec)
     loader.exec_module(mk)
+    return mk
+
+
+def mm_real_plan():
+    # the real preset's plans (not written: 670 MB + 1.2 GB in f32): GGUF.md §4 shapes and
+    # SPEC.md §9's parameter counts, vision 167,757,824 (tower + embed_vision) and audio
+    # 305,611,520 (tower with its 480 clamp scalars + embed_audio)
+    mk = load_mkmodel()
     for ftype in ("q8_0", "f16"):
-        plan = mk.mmproj_plan("real", mk.MMPROJ_KINDS["vision"], FT[ftype][1], 1)
-        got = {n: (tuple(ne), t) for n, ne, t, _ in plan}
-        exp = mm_expected(768, 16, 3072, 64, 10240, 512, ftype)
-        if got != exp:
-            diff = sorted(set(got.items()) ^ set(exp.items()))
-            raise Bad("real plan differs: %s" % diff[:3])
-        total = sum(int(np.prod(ne)) for ne, _ in got.values())
-        if total != 167757824:
-            raise Bad("real vision parameters %d, want 167757824" % total)
+        got = {}
+        for kind, exp, count in (
+                ("vision", mm_expected(768, 16, 3072, 64, 10240, 512, ftype), 167757824),
+                ("audio", mm_audio_expected(1024, 12, 4096, 8, 128, 32, 1536, 5, 128, 512, ftype),
+                 305611520)):
+            plan = mk.mmproj_plan("real", mk.MMPROJ_KINDS[kind], FT[ftype][1], 1)
+            got[kind] = [(n, (tuple(ne), t)) for n, ne, t, _ in plan]
+            if dict(got[kind]) != exp:
+                diff = sorted(set(got[kind]) ^ set(exp.items()))
+                raise Bad("real %s plan differs: %s" % (kind, diff[:3]))
+            total = sum(int(np.prod(ne)) for ne, _ in exp.values())
+            if total != count:
+                raise Bad("real %s parameters %d, want %d" % (kind, total, count))
+        scalars = sum(1 for n, _ in got["audio"] if n.endswith(CLAMPS))
+        if scalars != 480:
+            raise Bad("real audio tower: %d clamp scalars, want 480" % scalars)
+        both = mk.mmproj_plan("real", mk.MMPROJ_KINDS["both"], FT[ftype][1], 1)
+        if [(n, (tuple(ne), t)) for n, ne, t, _ in both] != got["vision"] + got["audio"]:
+            raise Bad("real combined plan is not vision + audio")
     if mk.VISION_PRESETS["tiny"]["P"] < 160:
         raise Bad("tiny position table too short for a 16:9 image at budget 1120")
 
