@@ -11,7 +11,8 @@ PREFIX  ?= /usr/local
 CFLAGS  ?= -O2
 WARN     = -std=c11 -Wall -Wextra -Werror -Wshadow -Wno-unused-parameter
 CPPFLAGS += -D_GNU_SOURCE -Iengine -Ikernels
-LDLIBS  += -ljansson -lz -ljpeg -lpng -lwebpdemux -lwebp -lm -lpthread
+LDLIBS  += -ljansson -lz -ljpeg -lpng -lwebpdemux -lwebp -lsndfile -lsoxr -lavformat -lavcodec \
+           -lavutil -lm -lpthread
 
 ifeq ($(SAN),1)
 BUILD   = build/san
