@@ -12,7 +12,7 @@ CFLAGS  ?= -O2
 WARN     = -std=c11 -Wall -Wextra -Werror -Wshadow -Wno-unused-parameter
 CPPFLAGS += -D_GNU_SOURCE -Iengine -Ikernels
 LDLIBS  += -ljansson -lz -ljpeg -lpng -lwebpdemux -lwebp -lsndfile -lsoxr -lavformat -lavcodec \
-           -lavutil -lm -lpthread
+           -lavutil -lmpg123 -lm -lpthread
 
 ifeq ($(SAN),1)
 BUILD   = build/san

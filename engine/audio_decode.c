@@ -5,9 +5,13 @@
  * (through soundfile) reads float32 samples, librosa.to_mono averages the channels, and
  * librosa.resample runs python-soxr at its default "soxr_hq" quality, then fixes the length
  * to ceil(frames * 16000 / rate). This file does the same with the distribution's libraries:
- *   - libsndfile for WAV, AIFF, FLAC, Ogg Vorbis/Opus, MP3 (and its other formats), read
- *     from memory through its virtual I/O; integer samples are scaled by libsndfile
+ *   - libsndfile for WAV, AIFF, FLAC, Ogg Vorbis/Opus (and its other formats), read from
+ *     memory through its virtual I/O; integer samples are scaled by libsndfile
  *     (x / 2^(bits-1); 8-bit unsigned: (x - 128) / 128), floats are passed through;
+ *   - MP3 (and MPEG layer I/II): libmpg123 with the settings libsndfile's MPEG reader uses
+ *     (float output, gapless, no resampling, no "Frankenstein" streams), so the samples are
+ *     soundfile's, but called here because libsndfile leaves mpg123's printouts on (a
+ *     damaged stream writes warnings to stderr) and we set MPG123_QUIET;
  *   - FFmpeg's libavformat/libavcodec for what libsndfile cannot read: MP4/M4A (AAC, ALAC),
  *     Matroska/WebM, ADTS AAC and a few more audio formats (ffmpeg_formats below), from
  *     memory through a custom AVIOContext; the decoded frames are scaled like libsndfile's;
@@ -20,7 +24,8 @@
  * as resampling everything and cutting (HF's truncation at max_length).
  *
  * Errors: a file whose header promises more data than it holds is "truncated" (WAV/AIFF data
- * chunk sizes, FLAC/Ogg frame counts, MP4 sample tables) -- unless the cut lies past what
+ * chunk sizes, FLAC/Ogg frame counts, MP3 Xing/Info frame counts, MP4 sample tables,
+ * Matroska durations) -- unless the cut lies past what
  * max_seconds keeps -- where soundfile would quietly return the shorter audio. Streamed WAV
  * headers (sizes 0 or >= 0x7fff0000, as ffmpeg and sox write to pipes) are not counted.
  *
@@ -37,6 +42,7 @@
 #include <libavcodec/avcodec.h>
 #include <libavformat/avformat.h>
 #include <libavutil/log.h>
+#include <mpg123.h>
 #include <sndfile.h>
 #include <soxr.h>
 
@@ -400,7 +406,7 @@ static ge_status decode_sndfile(const uint8_t *p, size_t len, int64_t max, ge_au
     }
     int64_t got_total = 0;
     while (!s.truncated) {
-        sf_count_t got = sf_readf_float(sf, buf, BLOCK);
+        sf_count_t got = sf_readf_float(sf, buf, BLOCK); /* libsndfile's own scaling */
         if (got <= 0)
             break;
         got_total += got;
@@ -425,8 +431,8 @@ static ge_status decode_sndfile(const uint8_t *p, size_t len, int64_t max, ge_au
                          "says)", fmt, (unsigned long long)shortfall);
             goto done;
         }
-        if ((tm == SF_FORMAT_FLAC || tm == SF_FORMAT_OGG) && info.frames != SF_COUNT_MAX &&
-            got_total < info.frames) {
+        if (((tm == SF_FORMAT_FLAC || tm == SF_FORMAT_OGG) && info.frames != SF_COUNT_MAX &&
+             got_total < info.frames) || (got_total == 0 && info.frames > 0)) {
             st = ge_fail(err, GE_E_FORMAT,
                          "%s: truncated (the header promises %lld frames, the data ends after "
                          "%lld)", fmt, (long long)info.frames, (long long)got_total);
@@ -439,6 +445,124 @@ done:
     sink_free(&s);
     sf_close(sf);
     return st;
+}
+
+/* ---- MPEG audio (libmpg123) --------------------------------------------------------------- */
+
+static ssize_t mp3_read(void *u, void *dst, size_t n)
+{
+    return (ssize_t)vio_read(dst, (sf_count_t)(n > (size_t)1 << 30 ? (size_t)1 << 30 : n), u);
+}
+
+static off_t mp3_seek(void *u, off_t off, int whence)
+{
+    return (off_t)vio_seek((sf_count_t)off, whence, u);
+}
+
+static pthread_once_t mpg123_once = PTHREAD_ONCE_INIT;
+static int mpg123_ready; /* mpg123_init() result (a no-op in current libmpg123) */
+static void mpg123_setup(void) { mpg123_ready = mpg123_init() == MPG123_OK; }
+
+static ge_status decode_mpg123(const uint8_t *p, size_t len, int64_t max, ge_audio *out,
+                               ge_err *err)
+{
+    pthread_once(&mpg123_once, mpg123_setup);
+    if (!mpg123_ready)
+        return ge_fail(err, GE_E_INTERNAL, "mp3: libmpg123 failed to initialise");
+    memsrc src = {p, len, 0};
+    int e = MPG123_OK;
+    mpg123_handle *mh = mpg123_new(NULL, &e);
+    if (!mh)
+        return ge_fail(err, GE_E_NOMEM, "mp3: %s", mpg123_plain_strerror(e));
+    const char *fmt = "mp3";
+    ge_status st = GE_OK;
+    sink s = {.fmt = fmt, .max = max};
+    float *buf = NULL;
+    long rate = 0;
+    int ch = 0, enc = 0;
+    out->format = fmt;
+    mpg123_param(mh, MPG123_ADD_FLAGS, MPG123_QUIET, 0);
+    mpg123_param(mh, MPG123_REMOVE_FLAGS, MPG123_AUTO_RESAMPLE, 0);
+    mpg123_param(mh, MPG123_ADD_FLAGS, MPG123_FORCE_FLOAT | MPG123_GAPLESS, 0);
+    mpg123_param(mh, MPG123_ADD_FLAGS, MPG123_NO_FRANKENSTEIN, 0);
+    if (mpg123_replace_reader_handle(mh, mp3_read, mp3_seek, NULL) != MPG123_OK ||
+        mpg123_open_handle(mh, &src) != MPG123_OK || mpg123_getformat(mh, &rate, &ch, &enc)) {
+        st = ge_fail(err, GE_E_FORMAT, "mp3: corrupt or truncated stream (%s)",
+                     mpg123_strerror(mh));
+        goto done;
+    }
+    struct mpg123_frameinfo fi = {0};
+    out->codec = mpg123_info(mh, &fi) == MPG123_OK && fi.layer == 1 ? "mp1"
+                 : fi.layer == 2                                     ? "mp2"
+                                                                     : "mp3";
+    out->rate = (int)rate;
+    out->channels = ch;
+    if (ch < 1 || ch > 2) {
+        st = ge_fail(err, GE_E_FORMAT, "mp3: %d channels", ch);
+        goto done;
+    }
+    if ((st = sink_rate(&s, (int)rate, err)))
+        goto done;
+    if (enc != MPG123_ENC_FLOAT_32 && mpg123_format(mh, rate, ch, MPG123_ENC_FLOAT_32)) {
+        st = ge_fail(err, GE_E_UNSUPPORTED, "mp3: no float output (%s)", mpg123_strerror(mh));
+        goto done;
+    }
+    /* the length is exact when an Xing/Info header gives it ("accurate"), else estimated */
+    long accurate = 0;
+    off_t length = mpg123_length(mh);
+    mpg123_getstate(mh, MPG123_ACCURATE, &accurate, NULL);
+    if (!(buf = malloc(sizeof *buf * BLOCK * (size_t)ch))) {
+        st = ge_fail(err, GE_E_NOMEM, "mp3: out of memory");
+        goto done;
+    }
+    int64_t got_total = 0;
+    while (!s.truncated) {
+        size_t done = 0;
+        int r = mpg123_read(mh, buf, sizeof *buf * BLOCK * (size_t)ch, &done);
+        size_t frames = done / (sizeof *buf * (size_t)ch);
+        got_total += (int64_t)frames;
+        if ((st = sink_push(&s, buf, frames, ch, err)))
+            goto done;
+        if (r == MPG123_DONE)
+            break;
+        if (r == MPG123_NEW_FORMAT) {
+            st = ge_fail(err, GE_E_UNSUPPORTED, "mp3: the format changes mid-stream");
+            goto done;
+        }
+        if (r != MPG123_OK) {
+            st = ge_fail(err, GE_E_FORMAT, "mp3: corrupt data after %lld frames (%s)",
+                         (long long)got_total, mpg123_strerror(mh));
+            goto done;
+        }
+    }
+    if (!s.truncated && accurate && length > 0 && got_total < (int64_t)length) {
+        st = ge_fail(err, GE_E_FORMAT, "mp3: truncated (the Xing header promises %lld frames, "
+                     "the data ends after %lld)", (long long)length, (long long)got_total);
+        goto done;
+    }
+    st = sink_finish(&s, out, err);
+done:
+    free(buf);
+    sink_free(&s);
+    mpg123_close(mh);
+    mpg123_delete(mh);
+    return st;
+}
+
+/* MPEG audio: an optional ID3v2 tag, then a frame header (11-bit sync, layer I-III; ADTS AAC
+ * has layer bits 00). A tag followed by something else (FLAC, ...) is left to libsndfile. */
+static int is_mpeg_audio(const uint8_t *p, size_t n)
+{
+    size_t at = 0;
+    if (n >= 10 && !memcmp(p, "ID3", 3)) {
+        size_t tag = (size_t)(p[6] & 0x7f) << 21 | (size_t)(p[7] & 0x7f) << 14 |
+                     (size_t)(p[8] & 0x7f) << 7 | (size_t)(p[9] & 0x7f);
+        at = 10 + tag + (p[5] & 0x10 ? 10 : 0);
+        if (at + 4 > n)
+            return 1; /* a tag and no room for audio: mpg123 says what is wrong */
+    }
+    return n - at >= 4 && p[at] == 0xff && (p[at + 1] & 0xe0) == 0xe0 &&
+           (p[at + 1] & 0x06) != 0;
 }
 
 /* ---- FFmpeg ------------------------------------------------------------------------------ */
@@ -623,6 +747,13 @@ static ge_status decode_ffmpeg(const uint8_t *p, size_t len, int64_t max, ge_aud
     }
     const AVCodec *dec = NULL;
     int si = av_find_best_stream(fc, AVMEDIA_TYPE_AUDIO, -1, -1, &dec, 0);
+    /* it skips streams whose rate and channels the header leaves open (ADTS): the first
+     * audio stream then, its parameters come with the decoded frames */
+    for (unsigned i = 0; si == AVERROR_STREAM_NOT_FOUND && i < fc->nb_streams; i++)
+        if (fc->streams[i]->codecpar->codec_type == AVMEDIA_TYPE_AUDIO) {
+            si = (int)i;
+            dec = avcodec_find_decoder(fc->streams[i]->codecpar->codec_id);
+        }
     if (si == AVERROR_STREAM_NOT_FOUND) {
         st = ge_fail(err, GE_E_UNSUPPORTED, "%s: no audio stream (%u stream%s of other kinds)",
                      fmt, fc->nb_streams, fc->nb_streams == 1 ? "" : "s");
@@ -705,12 +836,20 @@ static ge_status decode_ffmpeg(const uint8_t *p, size_t len, int64_t max, ge_aud
         if (eof && r == AVERROR(EAGAIN))
             break; /* a drained decoder that still says "again": nothing more will come */
     }
-    /* MP4's sample table counts the packets: fewer read means the file was cut */
+    /* MP4's sample table counts the packets, Matroska's header gives the duration (up to
+     * a packet or two): less means the file was cut */
     if (!s.truncated && as->nb_frames > 0 && packets < as->nb_frames &&
         !strcmp(fmt, "mp4")) {
         st = ge_fail(err, GE_E_FORMAT, "%s: truncated (the sample table lists %lld packets, "
                      "the data ends after %lld)", fmt, (long long)as->nb_frames,
                      (long long)packets);
+        goto done;
+    }
+    if (!s.truncated && s.rate && fc->duration > 0 && !strcmp(fmt, "matroska") &&
+        (double)s.n_in / s.rate < (double)fc->duration / AV_TIME_BASE - 0.1) {
+        st = ge_fail(err, GE_E_FORMAT, "%s: truncated (the header says %.3f s, the data ends "
+                     "after %.3f s)", fmt, (double)fc->duration / AV_TIME_BASE,
+                     (double)s.n_in / s.rate);
         goto done;
     }
     if (s.rate == 0) {
@@ -760,6 +899,8 @@ ge_status ge_audio_decode(const void *bytes, size_t len, const ge_audio_limits *
     ge_status st;
     if (ffmpeg_first(p, len)) {
         st = decode_ffmpeg(p, len, max, out, NULL, err);
+    } else if (is_mpeg_audio(p, len)) {
+        st = decode_mpg123(p, len, max, out, err);
     } else {
         int fallback = 0;
         st = decode_sndfile(p, len, max, out, &fallback, err);
