@@ -24,12 +24,13 @@
  * as resampling everything and cutting (HF's truncation at max_length).
  *
  * Errors: a file whose header promises more data than it holds is "truncated" (WAV/AIFF data
- * chunk sizes, FLAC/Ogg frame counts, MP3 Xing/Info frame counts, MP4 sample tables,
- * Matroska durations) -- unless the cut lies past what
- * max_seconds keeps -- where soundfile would quietly return the shorter audio. Streamed WAV
+ * chunk sizes, always; FLAC/Ogg frame counts, MP3 Xing/Info frame counts, MP4 sample
+ * tables, Matroska durations, when the decoding reaches the cut, i.e. unless it lies past
+ * what max_seconds keeps) where soundfile would quietly return the shorter audio. Streamed WAV
  * headers (sizes 0 or >= 0x7fff0000, as ffmpeg and sox write to pipes) are not counted.
  *
- * Library code: nothing is printed. libsndfile never prints; FFmpeg's log goes to a callback
+ * Library code: nothing is printed. libsndfile never prints, except through libmpg123, which
+ * is why MPEG audio never reaches it (is_mpeg_audio); FFmpeg's log goes to a callback
  * that keeps the last error line per thread (for messages) and prints nothing. libsndfile
  * reports a failed open in a process-wide variable, so opens are serialised. */
 #include <math.h>
@@ -356,8 +357,9 @@ static const char *sf_codec_name(int f)
     }
 }
 
-/* *fallback is set when libsndfile does not know the format (1) or its encoding (2): FFmpeg
- * may. */
+/* *fallback is set when libsndfile cannot open the data: FFmpeg may (librosa.load falls back
+ * to audioread's ffmpeg the same way); *fallback is 1 when libsndfile did not recognise the
+ * format at all. */
 static ge_status decode_sndfile(const uint8_t *p, size_t len, int64_t max, ge_audio *out,
                                 int *fallback, ge_err *err)
 {
@@ -373,10 +375,13 @@ static ge_status decode_sndfile(const uint8_t *p, size_t len, int64_t max, ge_au
     snprintf(why, sizeof why, "%s", sf ? "" : sf_strerror(NULL));
     pthread_mutex_unlock(&sf_open_lock);
     if (!sf) {
-        if (code == SF_ERR_UNRECOGNISED_FORMAT || code == SF_ERR_UNSUPPORTED_ENCODING) {
-            *fallback = code == SF_ERR_UNRECOGNISED_FORMAT ? 1 : 2;
+        *fallback = code == SF_ERR_UNRECOGNISED_FORMAT ? 1 : 2;
+        if (code == SF_ERR_UNRECOGNISED_FORMAT)
+            return ge_fail(err, GE_E_UNSUPPORTED,
+                           "audio: unsupported format (not WAV, AIFF, FLAC, Ogg, MP3, MP4/M4A "
+                           "or Matroska/WebM audio by its first bytes)");
+        if (code == SF_ERR_UNSUPPORTED_ENCODING)
             return ge_fail(err, GE_E_UNSUPPORTED, "audio: %s", why);
-        }
         return ge_fail(err, GE_E_FORMAT, "audio: corrupt or truncated header: %s", why);
     }
     const char *fmt = sf_format_name(info.format);
@@ -387,7 +392,6 @@ static ge_status decode_sndfile(const uint8_t *p, size_t len, int64_t max, ge_au
     out->codec = sf_codec_name(info.format);
     out->rate = info.samplerate;
     out->channels = info.channels;
-    uint64_t shortfall = chunk_shortfall(p, len);
     if (info.channels < 1 || info.channels > GE_AUDIO_MAX_CHANNELS) {
         st = ge_fail(err, info.channels < 1 ? GE_E_FORMAT : GE_E_LIMIT,
                      "%s: %d channels (at most %d are read)", fmt, info.channels,
@@ -422,15 +426,8 @@ static ge_status decode_sndfile(const uint8_t *p, size_t len, int64_t max, ge_au
                          (long long)got_total, sf_error_number(e));
             goto done;
         }
-        /* WAV and AIFF: libsndfile shortens a data chunk that runs past the end of the file;
-         * FLAC and Ogg: their headers count the frames exactly (MP3's is an estimate) */
+        /* FLAC and Ogg: their headers count the frames exactly */
         int tm = info.format & SF_FORMAT_TYPEMASK;
-        if (shortfall) {
-            st = ge_fail(err, GE_E_FORMAT,
-                         "%s: truncated (the data chunk lacks %llu bytes of what its header "
-                         "says)", fmt, (unsigned long long)shortfall);
-            goto done;
-        }
         if (((tm == SF_FORMAT_FLAC || tm == SF_FORMAT_OGG) && info.frames != SF_COUNT_MAX &&
              got_total < info.frames) || (got_total == 0 && info.frames > 0)) {
             st = ge_fail(err, GE_E_FORMAT,
@@ -549,20 +546,25 @@ done:
     return st;
 }
 
-/* MPEG audio: an optional ID3v2 tag, then a frame header (11-bit sync, layer I-III; ADTS AAC
- * has layer bits 00). A tag followed by something else (FLAC, ...) is left to libsndfile. */
+/* MPEG audio: ID3v2 tags, then a frame header (11-bit sync, layer I-III; ADTS AAC has layer
+ * bits 00). The tags are skipped as libsndfile's id3_skip does (10 + the syncsafe size each,
+ * no footer), so that whatever libsndfile would open as MPEG comes here: libsndfile must
+ * never run mpg123 itself (it would print). Tags before something else (FLAC, ...) are left
+ * to libsndfile. */
 static int is_mpeg_audio(const uint8_t *p, size_t n)
 {
     size_t at = 0;
-    if (n >= 10 && !memcmp(p, "ID3", 3)) {
-        size_t tag = (size_t)(p[6] & 0x7f) << 21 | (size_t)(p[7] & 0x7f) << 14 |
-                     (size_t)(p[8] & 0x7f) << 7 | (size_t)(p[9] & 0x7f);
-        at = 10 + tag + (p[5] & 0x10 ? 10 : 0);
-        if (at + 4 > n)
-            return 1; /* a tag and no room for audio: mpg123 says what is wrong */
+    while (n - at >= 10 && !memcmp(p + at, "ID3", 3)) {
+        const uint8_t *h = p + at;
+        size_t tag = (size_t)(h[6] & 0x7f) << 21 | (size_t)(h[7] & 0x7f) << 14 |
+                     (size_t)(h[8] & 0x7f) << 7 | (size_t)(h[9] & 0x7f);
+        if (tag + 10 > n - at)
+            return 1; /* a tag with no room for audio: mpg123 says what is wrong */
+        at += tag + 10;
     }
-    return n - at >= 4 && p[at] == 0xff && (p[at + 1] & 0xe0) == 0xe0 &&
-           (p[at + 1] & 0x06) != 0;
+    if (n - at < 4)
+        return at > 0;
+    return p[at] == 0xff && (p[at + 1] & 0xe0) == 0xe0 && (p[at + 1] & 0x06) != 0;
 }
 
 /* ---- FFmpeg ------------------------------------------------------------------------------ */
@@ -764,8 +766,12 @@ static ge_status decode_ffmpeg(const uint8_t *p, size_t len, int64_t max, ge_aud
         for (unsigned i = 0; i < fc->nb_streams && !a; i++)
             if (fc->streams[i]->codecpar->codec_type == AVMEDIA_TYPE_AUDIO)
                 a = fc->streams[i];
-        st = ge_fail(err, GE_E_UNSUPPORTED, "%s: no decoder for the audio codec %s", fmt,
-                     a ? avcodec_get_name(a->codecpar->codec_id) : "(unknown)");
+        if (!a || a->codecpar->codec_id == AV_CODEC_ID_NONE)
+            st = ge_fail(err, GE_E_FORMAT, "%s: unknown audio codec (tag 0x%x)", fmt,
+                         a ? a->codecpar->codec_tag : 0);
+        else
+            st = ge_fail(err, GE_E_UNSUPPORTED, "%s: no decoder for the audio codec %s", fmt,
+                         avcodec_get_name(a->codecpar->codec_id));
         goto done;
     }
     AVStream *as = fc->streams[si];
@@ -896,6 +902,12 @@ ge_status ge_audio_decode(const void *bytes, size_t len, const ge_audio_limits *
     const uint8_t *p = bytes;
     if (!p || len == 0)
         return ge_fail(err, GE_E_FORMAT, "audio: empty file");
+    /* WAV and AIFF say how much data follows (libsndfile would quietly shorten it) */
+    uint64_t shortfall = chunk_shortfall(p, len);
+    if (shortfall)
+        return ge_fail(err, GE_E_FORMAT, "%s: truncated (the data chunk lacks %llu bytes of what "
+                       "its header says)", p[0] == 'F' ? "aiff" : "wav",
+                       (unsigned long long)shortfall);
     ge_status st;
     if (ffmpeg_first(p, len)) {
         st = decode_ffmpeg(p, len, max, out, NULL, err);
@@ -905,14 +917,18 @@ ge_status ge_audio_decode(const void *bytes, size_t len, const ge_audio_limits *
         int fallback = 0;
         st = decode_sndfile(p, len, max, out, &fallback, err);
         if (st && fallback) {
-            /* libsndfile does not know it: FFmpeg's answer when FFmpeg knows the format; a
-             * container libsndfile knows with an encoding it lacks keeps libsndfile's */
+            /* when both fail: FFmpeg's error when it knows the format and libsndfile did
+             * not, or when it names an unsupported codec; else libsndfile's */
             ge_err first = err ? *err : (ge_err){0};
+            ge_status st1 = st;
             ge_audio_free(out);
             int probed = 1;
             st = decode_ffmpeg(p, len, max, out, &probed, err);
-            if (st && !probed && fallback == 2 && err)
-                *err = first;
+            if (st && (!probed || (fallback == 2 && st != GE_E_UNSUPPORTED))) {
+                st = st1;
+                if (err)
+                    *err = first;
+            }
         }
     }
     if (st != GE_OK)
