@@ -66,8 +66,9 @@ typedef struct {
     int rate;         /* input rate, 0 until known */
     soxr_t soxr;      /* NULL at 16 kHz */
     int64_t max;      /* output samples kept */
-    float *out;       /* [cap] */
-    int64_t n, cap;
+    float *out;       /* [out_cap] */
+    int64_t n;
+    size_t out_cap;
     int64_t n_in;     /* mono input samples pushed */
     float *mono, *tmp; /* scratch: one block of mono input, one block of soxr output */
     size_t mono_cap, tmp_cap;
@@ -127,9 +128,9 @@ static ge_status keep(sink *s, const float *x, size_t k, ge_err *err)
         s->truncated = 1;
         k = (size_t)room;
     }
-    size_t cap = (size_t)s->cap;
-    ge_status st = grow(&s->out, &cap, (size_t)s->n + k, s->fmt, err);
-    s->cap = (int64_t)cap;
+    if (k == 0)
+        return GE_OK;
+    ge_status st = grow(&s->out, &s->out_cap, (size_t)s->n + k, s->fmt, err);
     if (st)
         return st;
     memcpy(s->out + s->n, x, k * sizeof *x);
@@ -214,10 +215,8 @@ static ge_status sink_finish(sink *s, ge_audio *out, ge_err *err)
     if (s->truncated)
         want = s->max;
     if (want > s->n) { /* zero-padded to the length */
-        size_t cap = (size_t)s->cap;
-        if ((st = grow(&s->out, &cap, (size_t)want, s->fmt, err)))
+        if ((st = grow(&s->out, &s->out_cap, (size_t)want, s->fmt, err)))
             return st;
-        s->cap = (int64_t)cap;
         memset(s->out + s->n, 0, (size_t)(want - s->n) * sizeof *s->out);
     }
     out->pcm = s->out;

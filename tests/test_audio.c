@@ -389,8 +389,8 @@ static void test_truncate(void)
     ge_audio_free(&a), ge_audio_free(&full);
     free(b.p), free(s);
     /* the limit itself */
-    uint8_t one[4] = {0};
-    buf tiny = make_wav(16, 1, 16000, 2, (int32_t *)one, 0);
+    int32_t two[2] = {0, 0};
+    buf tiny = make_wav(16, 1, 16000, 2, two, 0);
     check(dec(&tiny, -1, &a, &e) == GE_E_USAGE && dec(&tiny, GE_AUDIO_SECONDS_CAP + 1, &a, &e) == GE_E_USAGE &&
               dec(&tiny, NAN, &a, &e) == GE_E_USAGE,
           "truncate: a negative, NaN or over-cap max seconds is GE_E_USAGE", "%s", e.msg);
