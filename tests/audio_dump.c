@@ -7,6 +7,9 @@
  *       features [FRAMES][128] float32 of INPUT: an audio file (decoded as above) or raw:PATH
  *       (float32 samples at 16 kHz, used as they are); THREADS (default 1) runs the frames on
  *       a pool of that size; print "FRAMES VALID N"
+ *   audio_dump sfdecode FILE OUT.f32
+ *       the reference for our MP3 reader: libsndfile's own sf_readf_float (as soundfile reads
+ *       it), channels averaged in float32; 16 kHz files only (no resampling); print "N"
  *   audio_dump bench SECONDS... [-t THREADS] [-r REPEAT]
  *       best-of-REPEAT times of the front end on synthetic clips of each length, and of
  *       decode (+ resampling) of WAV files of that length at 16 kHz mono and 44.1 kHz stereo
@@ -17,6 +20,8 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+
+#include <sndfile.h>
 
 #include "ge.h"
 #include "threads.h"
@@ -199,8 +204,33 @@ int main(int argc, char **argv)
         ge_audio_free(&au);
         return 0;
     }
+    if (argc == 4 && !strcmp(argv[1], "sfdecode")) {
+        SF_INFO info = {0};
+        SNDFILE *sf = sf_open(argv[2], SFM_READ, &info);
+        if (!sf || info.samplerate != GE_AUDIO_RATE) {
+            printf("error: libsndfile: %s\n", sf ? "not a 16 kHz file" : sf_strerror(NULL));
+            return 1;
+        }
+        size_t cap = 1 << 20, n = 0;
+        float *mono = malloc(sizeof *mono * cap), *buf = malloc(sizeof *buf * 4096 * info.channels);
+        sf_count_t got;
+        while ((got = sf_readf_float(sf, buf, 4096)) > 0)
+            for (sf_count_t i = 0; i < got; i++) {
+                float acc = buf[i * info.channels];
+                for (int c = 1; c < info.channels; c++)
+                    acc += buf[i * info.channels + c];
+                if (n == cap)
+                    mono = realloc(mono, sizeof *mono * (cap *= 2));
+                mono[n++] = acc / (float)info.channels;
+            }
+        sf_close(sf);
+        spit(argv[3], mono, n * sizeof *mono);
+        printf("%zu\n", n);
+        free(mono), free(buf);
+        return 0;
+    }
     if (argc >= 3 && !strcmp(argv[1], "bench"))
         return bench(argc, argv);
-    fprintf(stderr, "usage: audio_dump decode|mel|bench ... (see tests/audio_dump.c)\n");
+    fprintf(stderr, "usage: audio_dump decode|mel|sfdecode|bench ... (see tests/audio_dump.c)\n");
     return 2;
 }
