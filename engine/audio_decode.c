@@ -179,12 +179,12 @@ static ge_status sink_push(sink *s, const float *x, size_t frames, int ch, ge_er
     if (ch == 1) {
         memcpy(m, x, frames * sizeof *m);
     } else {
-        const float inv = (float)ch; /* numpy's mean: the float32 sum divided by the count */
+        const float count = (float)ch; /* numpy's mean: the float32 sum over the count */
         for (size_t i = 0; i < frames; i++) {
             float acc = x[i * ch];
             for (int c = 1; c < ch; c++)
                 acc += x[i * ch + c];
-            m[i] = acc / inv;
+            m[i] = acc / count;
         }
     }
     for (size_t i = 0; i < frames; i++)
@@ -241,8 +241,8 @@ static sf_count_t vio_seek(sf_count_t off, int whence, void *u)
     memsrc *m = u;
     sf_count_t base = whence == SEEK_SET ? 0 : whence == SEEK_CUR ? (sf_count_t)m->at
                                                                   : (sf_count_t)m->n;
-    if ((whence != SEEK_SET && whence != SEEK_CUR && whence != SEEK_END) ||
-        (off < 0 && -off > base) || (off > 0 && off > (sf_count_t)m->n - base))
+    if ((whence != SEEK_SET && whence != SEEK_CUR && whence != SEEK_END) || off < -base ||
+        off > (sf_count_t)m->n - base) /* 0 <= base <= n: neither side overflows */
         return -1;
     m->at = (size_t)(base + off);
     return (sf_count_t)m->at;

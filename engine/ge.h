@@ -155,12 +155,13 @@ ge_status ge_image_patchify(const uint8_t *rgb, int h, int w, float *patches, in
                             ge_err *err);
 
 /* ---- audio (audio_decode.c, audio_mel.c; SPEC.md 6.1) ---------------------------------------
- * Decoding (WAV, FLAC, Ogg Vorbis/Opus, MP3, AIFF through the distribution's libsndfile;
- * AAC/M4A and WebM/Matroska audio through FFmpeg's libavformat/libavcodec) to the waveform the
- * Gemma 4 feature extractor takes, as Hugging Face's load_audio gets it (librosa.load(path,
- * sr=16000): float32 samples as libsndfile scales them, channels averaged, then libsoxr at its
- * HQ setting), cut to a maximum duration; and the log-mel front end (SPEC.md 6.1) that turns
- * it into the audio tower's input. Nothing here needs a model. */
+ * Decoding (WAV, FLAC, Ogg Vorbis/Opus, AIFF through the distribution's libsndfile, MP3
+ * through libmpg123 as libsndfile uses it, AAC/M4A and WebM/Matroska audio through FFmpeg's
+ * libavformat/libavcodec) to the waveform the Gemma 4 feature extractor takes, as Hugging
+ * Face's load_audio gets it (librosa.load(path, sr=16000): float32 samples as libsndfile
+ * scales them, channels averaged, then libsoxr at its HQ setting), cut to a maximum duration;
+ * and the log-mel front end (SPEC.md 6.1) that turns it into the audio tower's input. Nothing
+ * here needs a model. */
 
 #define GE_AUDIO_RATE 16000         /* the front end's sample rate */
 #define GE_AUDIO_MEL 128            /* mel bands per frame */
@@ -189,10 +190,11 @@ typedef struct {
 } ge_audio;
 
 /* Decode a whole audio file held in bytes[0..len) into out->pcm: 16 kHz mono float.
- * The format comes from the magic bytes: MP4/M4A/MOV, Matroska/WebM and ADTS AAC go to FFmpeg,
- * everything else to libsndfile, and what libsndfile does not recognise (or cannot decode) to
- * FFmpeg when it is confidently one of FFmpeg's audio formats. Samples are float32 as
- * libsndfile gives them (integers scaled by 2^-(bits-1), 8-bit unsigned centred first), the
+ * The reader comes from the magic bytes: MP4/M4A/MOV, Matroska/WebM and ADTS AAC go to FFmpeg,
+ * MPEG audio (MP3) to libmpg123 set up as libsndfile sets it up, everything else to
+ * libsndfile, and what libsndfile cannot open to FFmpeg when it is confidently one of FFmpeg's
+ * audio formats. Samples are float32 as libsndfile gives them (integers scaled by
+ * 2^-(bits-1), 8-bit unsigned centred first), the
  * channels averaged, and, unless the file is at 16 kHz already, resampled with libsoxr
  * (SOXR_HQ) to ceil(frames * 16000 / rate) samples (librosa's length). Only the part within
  * lim->max_seconds is decoded. lim may be NULL (defaults). Errors (out zeroed, nothing
