@@ -10,10 +10,11 @@
  *   audio_dump sfdecode FILE OUT.f32
  *       the reference for our MP3 reader: libsndfile's own sf_readf_float (as soundfile reads
  *       it), channels averaged in float32; 16 kHz files only (no resampling); print "N"
- *   audio_dump bench SECONDS... [-t THREADS] [-r REPEAT]
+ *   audio_dump bench SECONDS|FILE... [-t THREADS] [-r REPEAT]
  *       best-of-REPEAT times of the front end on synthetic clips of each length, and of
  *       decode (+ resampling) of WAV files of that length at 16 kHz mono and 44.1 kHz stereo
- *       (16-bit, built in memory); one line per clip
+ *       (16-bit, built in memory); for a FILE, of decoding it (in memory, up to 3600 s);
+ *       one line per argument
  * Errors print "error: STATUS: MESSAGE" and exit 1. */
 #include <math.h>
 #include <stdio.h>
@@ -116,7 +117,27 @@ static int bench(int argc, char **argv)
             a++;
             continue;
         }
-        double sec = atof(argv[a]);
+        char *end;
+        double sec = strtod(argv[a], &end);
+        if (*end) { /* a file: decode it in memory */
+            size_t len;
+            void *data = slurp(argv[a], &len);
+            double best = 1e9;
+            ge_audio au = {0};
+            for (int r = 0; r < reps; r++) {
+                ge_audio_free(&au);
+                double t0 = now();
+                if (ge_audio_decode(data, len, &lim, &au, &e))
+                    return die(&e);
+                best = fmin(best, now() - t0);
+            }
+            printf("%s: %.1f s of %s/%s at %d Hz, %d ch -> decode + resample %.2f ms (best of %d)\n",
+                   argv[a], (double)au.n / GE_AUDIO_RATE, au.format, au.codec, au.rate,
+                   au.channels, best * 1e3, reps);
+            ge_audio_free(&au);
+            free(data);
+            continue;
+        }
         int64_t n = (int64_t)(sec * GE_AUDIO_RATE);
         float *pcm = malloc(sizeof *pcm * (size_t)n);
         for (int64_t i = 0; i < n; i++)
