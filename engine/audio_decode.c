@@ -100,9 +100,20 @@ static ge_status grow(float **p, size_t *cap, size_t need, const char *fmt, ge_e
     return GE_OK;
 }
 
-/* The input's rate becomes known: validate it and set up the resampler. */
-static ge_status sink_rate(sink *s, int rate, ge_err *err)
+static ge_status check_channels(const char *fmt, int ch, ge_err *err)
 {
+    if (ch >= 1 && ch <= GE_AUDIO_MAX_CHANNELS)
+        return GE_OK;
+    return ge_fail(err, ch < 1 ? GE_E_FORMAT : GE_E_LIMIT, "%s: %d channels (at most %d are read)",
+                   fmt, ch, GE_AUDIO_MAX_CHANNELS);
+}
+
+/* The input's layout becomes known: validate it and set up the resampler. */
+static ge_status sink_open(sink *s, int rate, int ch, ge_err *err)
+{
+    ge_status st = check_channels(s->fmt, ch, err);
+    if (st)
+        return st;
     if (rate < GE_AUDIO_MIN_RATE || rate > GE_AUDIO_MAX_RATE)
         return ge_fail(err, GE_E_UNSUPPORTED, "%s: sample rate %d Hz is outside %d..%d Hz",
                        s->fmt, rate, GE_AUDIO_MIN_RATE, GE_AUDIO_MAX_RATE);
@@ -391,13 +402,7 @@ static ge_status decode_sndfile(const uint8_t *p, size_t len, int64_t max, ge_au
     out->codec = sf_codec_name(info.format);
     out->rate = info.samplerate;
     out->channels = info.channels;
-    if (info.channels < 1 || info.channels > GE_AUDIO_MAX_CHANNELS) {
-        st = ge_fail(err, info.channels < 1 ? GE_E_FORMAT : GE_E_LIMIT,
-                     "%s: %d channels (at most %d are read)", fmt, info.channels,
-                     GE_AUDIO_MAX_CHANNELS);
-        goto done;
-    }
-    if ((st = sink_rate(&s, info.samplerate, err)))
+    if ((st = sink_open(&s, info.samplerate, info.channels, err)))
         goto done;
     if (info.frames == 0) {
         st = ge_fail(err, GE_E_FORMAT, "%s: no audio samples (0 frames)", fmt);
@@ -493,11 +498,7 @@ static ge_status decode_mpg123(const uint8_t *p, size_t len, int64_t max, ge_aud
                                                                      : "mp3";
     out->rate = (int)rate;
     out->channels = ch;
-    if (ch < 1 || ch > 2) {
-        st = ge_fail(err, GE_E_FORMAT, "mp3: %d channels", ch);
-        goto done;
-    }
-    if ((st = sink_rate(&s, (int)rate, err)))
+    if ((st = sink_open(&s, (int)rate, ch, err)))
         goto done;
     if (enc != MPG123_ENC_FLOAT_32 && mpg123_format(mh, rate, ch, MPG123_ENC_FLOAT_32)) {
         st = ge_fail(err, GE_E_UNSUPPORTED, "mp3: no float output (%s)", mpg123_strerror(mh));
@@ -642,16 +643,14 @@ static ge_status push_frame(sink *s, const AVFrame *f, float **conv, size_t *con
                             ge_audio *out, ge_err *err)
 {
     int ch = f->ch_layout.nb_channels;
-    if (ch < 1 || ch > GE_AUDIO_MAX_CHANNELS)
-        return ge_fail(err, ch < 1 ? GE_E_FORMAT : GE_E_LIMIT,
-                       "%s: %d channels (at most %d are read)", s->fmt, ch,
-                       GE_AUDIO_MAX_CHANNELS);
     ge_status st;
     if (s->rate == 0) {
         out->rate = f->sample_rate;
         out->channels = ch;
-        if ((st = sink_rate(s, f->sample_rate, err)))
+        if ((st = sink_open(s, f->sample_rate, ch, err)))
             return st;
+    } else if ((st = check_channels(s->fmt, ch, err))) { /* may change between frames */
+        return st;
     } else if (f->sample_rate != s->rate) {
         return ge_fail(err, GE_E_UNSUPPORTED, "%s: the sample rate changes from %d to %d Hz",
                        s->fmt, s->rate, f->sample_rate);
