@@ -11,7 +11,8 @@ PREFIX  ?= /usr/local
 CFLAGS  ?= -O2
 WARN     = -std=c11 -Wall -Wextra -Werror -Wshadow -Wno-unused-parameter
 CPPFLAGS += -D_GNU_SOURCE -Iengine -Ikernels
-LDLIBS  += -ljansson -lz -ljpeg -lpng -lwebpdemux -lwebp -lm -lpthread
+LDLIBS  += -ljansson -lz -ljpeg -lpng -lwebpdemux -lwebp -lsndfile -lsoxr -lavformat -lavcodec \
+           -lavutil -lmpg123 -lm -lpthread
 
 ifeq ($(SAN),1)
 BUILD   = build/san
@@ -142,7 +143,7 @@ tsan:
 # tools/install-deps). The engine, kernels and cli (minus main.c) are rebuilt with clang and
 # -fsanitize=fuzzer-no-link,address,undefined into build/fuzz/ (of cli/, the sources the targets
 # fuzz: main.c has main(), and the rest is not needed).
-#   make fuzz-build                 build build/fuzz/fuzz_{gguf,jsonl,json_span,tok}
+#   make fuzz-build                 build build/fuzz/fuzz_{gguf,jsonl,json_span,tok,audio}
 #   make fuzz [FUZZ_TIME=300]       run each target FUZZ_TIME seconds (make -j2 fuzz: two at once);
 #                                   the corpus grows in build/fuzz/corpus/NAME, crashes land in
 #                                   build/fuzz/crash-NAME-*; FUZZ_ARGS adds libFuzzer flags
@@ -185,8 +186,10 @@ $(FUZZ)/seeds/%: fuzz-build
 	  cp testdata/tiny-q8_0.gguf $@/tiny-q8_0.gguf; \
 	  head -c 30300 testdata/tiny-f32.gguf >$@/tiny-f32-header.gguf; fi
 
+# (the suppressions: leaks inside third-party decoders, see tests/lsan.supp)
 fuzz-run-%: $(FUZZ)/fuzz_% $(FUZZ)/seeds/%
 	@mkdir -p $(FUZZ)/corpus/$*
+	LSAN_OPTIONS=suppressions=$(CURDIR)/tests/lsan.supp:print_suppressions=0 \
 	$(FUZZ)/fuzz_$* -max_total_time=$(FUZZ_TIME) -timeout=20 -rss_limit_mb=4096 \
 	  -print_final_stats=1 -artifact_prefix=$(FUZZ)/crash-$*- $(FUZZ_ARGS) \
 	  $(FUZZ)/corpus/$* $(FUZZ)/seeds/$*

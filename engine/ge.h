@@ -154,6 +154,95 @@ ge_status ge_image_resize(const uint8_t *src, int h, int w, uint8_t *dst, int th
 ge_status ge_image_patchify(const uint8_t *rgb, int h, int w, float *patches, int32_t *pos,
                             ge_err *err);
 
+/* ---- audio (audio_decode.c, audio_mel.c; SPEC.md 6.1) ---------------------------------------
+ * Decoding (WAV, FLAC, Ogg Vorbis/Opus, AIFF through the distribution's libsndfile, MP3
+ * through libmpg123 as libsndfile uses it, AAC/M4A and WebM/Matroska audio through FFmpeg's
+ * libavformat/libavcodec) to the waveform the Gemma 4 feature extractor takes, as Hugging
+ * Face's load_audio gets it (librosa.load(path, sr=16000): float32 samples as libsndfile
+ * scales them, channels averaged, then libsoxr at its HQ setting), cut to a maximum duration;
+ * and the log-mel front end (SPEC.md 6.1) that turns it into the audio tower's input. Nothing
+ * here needs a model. */
+
+#define GE_AUDIO_RATE 16000         /* the front end's sample rate */
+#define GE_AUDIO_MEL 128            /* mel bands per frame */
+#define GE_AUDIO_HOP 160            /* samples between frames (10 ms) */
+#define GE_AUDIO_MAX_SECONDS 30.0   /* default cut (HF's max_length = 480,000 samples) */
+#define GE_AUDIO_SECONDS_CAP 3600.0 /* the largest max_seconds accepted */
+#define GE_AUDIO_MAX_CHANNELS 64
+#define GE_AUDIO_MIN_RATE 1000      /* sample rates outside [min, max] are GE_E_UNSUPPORTED */
+#define GE_AUDIO_MAX_RATE 768000
+
+typedef struct {
+    /* keep the first max_seconds of audio: round(max_seconds * 16000) samples at 16 kHz (the
+     * CLI's --audio-max-seconds); 0 means GE_AUDIO_MAX_SECONDS; over GE_AUDIO_SECONDS_CAP or
+     * negative is GE_E_USAGE */
+    double max_seconds;
+} ge_audio_limits;
+
+typedef struct {
+    float *pcm;         /* [n] mono at 16 kHz; owned, ge_audio_free releases it */
+    int64_t n;          /* >= 1 */
+    const char *format; /* container: "wav", "aiff", "flac", "ogg", "mp3", "mp4", "matroska",
+                         * ... (static string) */
+    const char *codec;  /* "pcm_s16", "float", "vorbis", "opus", "mp3", "aac", ... (static) */
+    int rate, channels; /* as stored in the file */
+    int truncated;      /* 1: the audio was longer than max_seconds and was cut there */
+} ge_audio;
+
+/* Decode a whole audio file held in bytes[0..len) into out->pcm: 16 kHz mono float.
+ * The reader comes from the magic bytes: MP4/M4A/MOV, Matroska/WebM and ADTS AAC go to FFmpeg,
+ * MPEG audio (MP3) to libmpg123 set up as libsndfile sets it up, everything else to
+ * libsndfile, and what libsndfile cannot open to FFmpeg when it is confidently one of FFmpeg's
+ * audio formats. Samples are float32 as libsndfile gives them (integers scaled by
+ * 2^-(bits-1), 8-bit unsigned centred first), the
+ * channels averaged, and, unless the file is at 16 kHz already, resampled with libsoxr
+ * (SOXR_HQ) to ceil(frames * 16000 / rate) samples (librosa's length). Only the part within
+ * lim->max_seconds is decoded. lim may be NULL (defaults). Errors (out zeroed, nothing
+ * leaked, nothing printed): GE_E_FORMAT (corrupt, truncated -- the header promises more data
+ * than the file holds -- empty, no samples, a non-finite sample), GE_E_UNSUPPORTED (not an
+ * audio format read here, no audio stream, no decoder for the codec, a sample rate outside
+ * [GE_AUDIO_MIN_RATE, GE_AUDIO_MAX_RATE] or changing mid-stream), GE_E_LIMIT (more than
+ * GE_AUDIO_MAX_CHANNELS channels), GE_E_USAGE (bad lim), GE_E_NOMEM; the message names the
+ * format and the cause. Thread-safe: files may be decoded on several threads at once. */
+ge_status ge_audio_decode(const void *bytes, size_t len, const ge_audio_limits *lim,
+                          ge_audio *out, ge_err *err);
+void ge_audio_free(ge_audio *a); /* frees a->pcm and zeroes a; accepts NULL */
+
+/* SPEC.md 6.1: the number of feature frames of n samples, and in *n_valid (may be NULL) how
+ * many of them are real audio (the rest are zeros, masked out). With P = n rounded up to a
+ * multiple of 128:
+ *   official: (P + 160 - 321) / 160 + 1 frames when P + 160 >= 321, else 0 (HF's unfold gives
+ *             none); valid (n - 1) / 160 when n >= 161, else 0. So a clip of 128 samples
+ *             (8 ms) or less has no frame, 129..160 samples one frame that is masked out,
+ *             1 s = 99 frames (all valid), 7.3 s = 730 (729 valid), 30 s = 2999 (all valid).
+ *   llamacpp: llama.cpp's count (no padding to 128, no mask): (n - 1) / 160 frames when
+ *             n >= 161; one frame for 2..160 samples (the clip zero-padded); none for 0 or 1
+ *             (llama.cpp rejects those); all valid.
+ * Integer division; n < 0 gives 0. */
+int64_t ge_audio_frames(int64_t n, ge_semantics sem, int64_t *n_valid);
+
+/* Something that runs fn(ctx, task, worker) for every task < n_tasks, on any number of
+ * threads, and returns when all are done (a pool's parallel-for). */
+typedef void (*ge_task_fn)(void *ctx, int64_t task, int worker);
+typedef struct {
+    void (*run)(void *pool, int64_t n_tasks, ge_task_fn fn, void *ctx);
+    void *pool;
+} ge_runner;
+
+/* The log-mel features of pcm[0..n) (16 kHz mono, used as given: truncation is the
+ * decoder's job) into feat [ge_audio_frames(n, sem)][128], float32 (SPEC.md 6.1): 160 zeros
+ * in front (semicausal), 320-sample frames at hop 160 times a periodic Hann window, 512-point
+ * FFT magnitude, 128 HTK mel bands over 0-8000 Hz, in double precision;
+ *   official: ln(mel + 0.001), the frames past the valid ones (see ge_audio_frames) zeros;
+ *   llamacpp: ln(max(mel, 0.001)), every frame computed.
+ * (llama.cpp also cuts audio longer than 30 s into 30 s chunks and runs the front end on each
+ * one: a caller that wants that calls this once per chunk.) Frames are computed in blocks
+ * through runner (NULL: on this thread); the output is the same bytes whatever the runner or
+ * its thread count. GE_E_USAGE for n < 0 or a NULL pointer; GE_E_LIMIT for more than
+ * GE_AUDIO_SECONDS_CAP seconds. No allocation. */
+ge_status ge_audio_features(const float *pcm, int64_t n, ge_semantics sem, float *feat,
+                            const ge_runner *runner, ge_err *err);
+
 /* ---- model ----------------------------------------------------------------------------- */
 
 typedef struct ge_model ge_model;
@@ -265,6 +354,9 @@ typedef struct {
     void *ctx;
 } ge_yield;
 void ge_model_set_yield(ge_model *m, ge_yield y);
+/* ge_audio_features on the model's compute pool, with the model's --semantics. */
+ge_status ge_model_audio_features(ge_model *m, const float *pcm, int64_t n, float *feat,
+                                  ge_err *err);
 /* Free the media towers' workspaces (kept between images; the next image grows them again). */
 void ge_model_trim(ge_model *m);
 

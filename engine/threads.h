@@ -31,7 +31,7 @@ ge_status ge_topo_read(const char *sysfs_root, const int *allowed, int n_allowed
 int ge_topo_allowed(int *cpus, int max);
 
 typedef struct ge_pool ge_pool;
-typedef void (*ge_task_fn)(void *ctx, int64_t task, int worker);
+/* ge_task_fn (fn(ctx, task, worker)) is declared in ge.h */
 
 /* n_threads workers (caller included; 0 = one per allowed CPU). With pin, worker w is pinned
  * to topo->cpus[w] (hybrid CPUs only; elsewhere the pool is left to the scheduler); worker 0
