@@ -1,5 +1,10 @@
 /* attention.c - one layer's attention over a packed wave: the tier's tiled (flash) kernel,
- * or with --no-flash the row-by-row reference, as (head x query block) tasks. */
+ * or with --no-flash the row-by-row reference, as (head x query block) tasks; and dense
+ * attention (every query sees every key: the vision tower) through the tier's kernel over
+ * head-major K^T / V planes, repacked here for each call. */
+#include <stdlib.h>
+#include <string.h>
+
 #include "model.h"
 
 #define QUERY_BLOCK 32
@@ -35,4 +40,91 @@ void ge_attention_with(ge_model *m, const ge_attn_args *a, int64_t n_tok, bool f
     for (int64_t i = 0; i < n_tok; i++)
         keys += a->key_hi[i] - a->key_lo[i];
     m->stats.macs[GE_OP_ATTENTION] += 2.0 * keys * a->head_dim * a->n_head;
+}
+
+/* ---- dense attention over head-major planes (the vision tower) ------------------------- */
+
+#define DENSE_QUERY_BLOCK (4 * GE_ATTN_DENSE_ROWS) /* rows per task: whole kernel blocks */
+#define DENSE_PANELS 4                             /* K^T panels per repack task */
+
+typedef struct {
+    const ge_attn_args *a;
+    ge_attn_dense_args d;
+    float *kt, *v;       /* the planes (d.kt, d.v), written by the repack */
+    float *scratch;      /* [threads][scratch_len] */
+    size_t scratch_len;
+    void (*attn)(const ge_attn_dense_args *, int, int64_t, int64_t, float *);
+    int64_t n_qb;
+} dense_job;
+
+/* Keys [t0, t1) of every KV head into the planes: K^T panels (zero past n), V rows. */
+static void repack_task(void *ctx, int64_t task, int worker)
+{
+    const dense_job *j = ctx;
+    const ge_attn_args *a = j->a;
+    const int d = a->head_dim;
+    const int64_t n = j->d.n, np = GE_ATTN_DENSE_NP(n);
+    const int64_t t0 = task * DENSE_PANELS * GE_ATTN_DENSE_KEYS;
+    const int64_t t1 = t0 + DENSE_PANELS * GE_ATTN_DENSE_KEYS < np
+                           ? t0 + DENSE_PANELS * GE_ATTN_DENSE_KEYS : np;
+    for (int g = 0; g < a->n_kv; g++)
+        for (int64_t t = t0; t < t1; t++) {
+            /* key t sits in panel t / KEYS (at t / KEYS * KEYS * d), column t % KEYS */
+            float *kt = j->kt + (g * np + t / GE_ATTN_DENSE_KEYS * GE_ATTN_DENSE_KEYS) * d +
+                        t % GE_ATTN_DENSE_KEYS;
+            if (t >= n) {
+                for (int e = 0; e < d; e++)
+                    kt[e * GE_ATTN_DENSE_KEYS] = 0.0f;
+                continue;
+            }
+            const float *k = a->k + t * a->ldkv + (int64_t)g * d;
+            for (int e = 0; e < d; e++)
+                kt[e * GE_ATTN_DENSE_KEYS] = k[e];
+            memcpy(j->v + (g * n + t) * d, a->v + t * a->ldkv + (int64_t)g * d,
+                   (size_t)d * sizeof(float));
+        }
+}
+
+static void dense_task(void *ctx, int64_t task, int worker)
+{
+    const dense_job *j = ctx;
+    const int h = (int)(task / j->n_qb);
+    const int64_t q0 = (task % j->n_qb) * DENSE_QUERY_BLOCK, q1 = q0 + DENSE_QUERY_BLOCK;
+    j->attn(&j->d, h, q0, q1 < j->d.n ? q1 : j->d.n, j->scratch + (size_t)worker * j->scratch_len);
+}
+
+/* Round a float count up to whole 64-byte lines. */
+static size_t lines(size_t floats) { return (floats + 15) & ~(size_t)15; }
+
+void ge_attention_dense(ge_model *m, const ge_attn_args *a, int64_t n_tok, bool fast)
+{
+    const ge_kern *k = m->kern;
+    const int d = a->head_dim;
+    bool dense = fast && k->attn_dense && d % 16 == 0 && n_tok > 0;
+    for (int64_t i = 0; dense && i < n_tok; i++)
+        dense = a->key_lo[i] == 0 && a->key_hi[i] == n_tok;
+    const int64_t np = GE_ATTN_DENSE_NP(n_tok);
+    const size_t kt_len = lines((size_t)a->n_kv * np * d);
+    const size_t v_len = lines((size_t)a->n_kv * n_tok * d);
+    const size_t scratch_len = lines(GE_ATTN_DENSE_SCRATCH(n_tok, d));
+    float *buf = dense ? aligned_alloc(64, (kt_len + v_len + (size_t)m->threads * scratch_len) *
+                                               sizeof(float))
+                       : NULL;
+    if (!buf) { /* no dense kernel for this tier or head dim, or no memory for the planes */
+        ge_attention_with(m, a, n_tok, fast);
+        return;
+    }
+    const double t0 = ge_now();
+    dense_job j = {a,
+                   {a->q, buf, buf + kt_len, a->o, a->ldq, a->ldo, n_tok, a->n_head, a->n_kv, d,
+                    a->scale},
+                   buf, buf + kt_len, buf + kt_len + v_len, scratch_len, k->attn_dense,
+                   (n_tok + DENSE_QUERY_BLOCK - 1) / DENSE_QUERY_BLOCK};
+    ge_parallel(m, (np / GE_ATTN_DENSE_KEYS + DENSE_PANELS - 1) / DENSE_PANELS, 0, repack_task,
+                &j);
+    ge_parallel(m, (int64_t)a->n_head * j.n_qb, 0, dense_task, &j);
+    free(buf);
+    m->stats.seconds[GE_OP_ATTENTION] += ge_now() - t0;
+    m->stats.calls[GE_OP_ATTENTION]++;
+    m->stats.macs[GE_OP_ATTENTION] += 2.0 * (double)n_tok * (double)n_tok * d * a->n_head;
 }

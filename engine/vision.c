@@ -278,7 +278,7 @@ ge_status ge_vision_encode(ge_model *m, const ge_vision *v, bool fast, const flo
         ge_attn_args aa = {.q = q, .k = k, .v = vv, .o = o, .ldq = D, .ldkv = D, .ldo = D,
                            .n_head = nh, .n_kv = nh, .head_dim = hd, .scale = 1.0f,
                            .key_lo = lo, .key_hi = hi};
-        ge_attention_with(m, &aa, n, fast);
+        ge_attention_dense(m, &aa, n, fast); /* every patch sees every patch */
         if ((st = linear(&P, o, n, (ge_linear_out[]){{&l->wo, a}}, 1, err)))
             break;
         ge_tensor_row(&l->attn_post, 0, w);
