@@ -1,7 +1,7 @@
 /* attention.c - one layer's attention over a packed wave: the tier's tiled (flash) kernel,
  * or with --no-flash the row-by-row reference, as (head x query block) tasks; and dense
  * attention (every query sees every key: the vision tower) through the tier's kernel over
- * head-major K^T / V planes, repacked here for each call. */
+ * head-major K^T / V planes, repacked here one KV head at a time. */
 #include <stdlib.h>
 #include <string.h>
 
@@ -44,52 +44,47 @@ void ge_attention_with(ge_model *m, const ge_attn_args *a, int64_t n_tok, bool f
 
 /* ---- dense attention over head-major planes (the vision tower) ------------------------- */
 
-#define DENSE_QUERY_BLOCK (4 * GE_ATTN_DENSE_ROWS) /* rows per task: whole kernel blocks */
-#define DENSE_PANELS 4                             /* K^T panels per repack task */
+#define DENSE_PANELS 4 /* K^T panels per repack task */
 
 typedef struct {
     const ge_attn_args *a;
-    ge_attn_dense_args d;
-    float *kt, *v;       /* the planes (d.kt, d.v), written by the repack */
-    float *scratch;      /* [threads][scratch_len] */
+    int g;                /* the KV head being repacked */
+    float *kt, *v;        /* its planes */
+    ge_attn_dense_args d; /* its query heads, over the planes */
+    float *scratch;       /* [threads][scratch_len] */
     size_t scratch_len;
     void (*attn)(const ge_attn_dense_args *, int, int64_t, int64_t, float *);
     int64_t n_qb;
 } dense_job;
 
-/* Keys [t0, t1) of every KV head into the planes: K^T panels (zero past n), V rows. */
+/* Keys [t0, t1) of KV head g into its planes: K^T panels (zero past n), V rows. */
 static void repack_task(void *ctx, int64_t task, int worker)
 {
     const dense_job *j = ctx;
     const ge_attn_args *a = j->a;
     const int d = a->head_dim;
-    const int64_t n = j->d.n, np = GE_ATTN_DENSE_NP(n);
-    const int64_t t0 = task * DENSE_PANELS * GE_ATTN_DENSE_KEYS;
-    const int64_t t1 = t0 + DENSE_PANELS * GE_ATTN_DENSE_KEYS < np
-                           ? t0 + DENSE_PANELS * GE_ATTN_DENSE_KEYS : np;
-    for (int g = 0; g < a->n_kv; g++)
-        for (int64_t t = t0; t < t1; t++) {
-            /* key t sits in panel t / KEYS (at t / KEYS * KEYS * d), column t % KEYS */
-            float *kt = j->kt + (g * np + t / GE_ATTN_DENSE_KEYS * GE_ATTN_DENSE_KEYS) * d +
-                        t % GE_ATTN_DENSE_KEYS;
-            if (t >= n) {
-                for (int e = 0; e < d; e++)
-                    kt[e * GE_ATTN_DENSE_KEYS] = 0.0f;
-                continue;
-            }
-            const float *k = a->k + t * a->ldkv + (int64_t)g * d;
+    const int64_t n = j->d.n, np = GE_ATTN_DENSE_NP(n), K = GE_ATTN_DENSE_KEYS;
+    const int64_t t0 = task * DENSE_PANELS * K;
+    const int64_t t1 = t0 + DENSE_PANELS * K < np ? t0 + DENSE_PANELS * K : np;
+    for (int64_t t = t0; t < t1; t++) {
+        float *kt = j->kt + t / K * K * d + t % K; /* panel t / K, column t % K */
+        if (t >= n) {
             for (int e = 0; e < d; e++)
-                kt[e * GE_ATTN_DENSE_KEYS] = k[e];
-            memcpy(j->v + (g * n + t) * d, a->v + t * a->ldkv + (int64_t)g * d,
-                   (size_t)d * sizeof(float));
+                kt[e * K] = 0.0f;
+            continue;
         }
+        const float *k = a->k + t * a->ldkv + (int64_t)j->g * d;
+        for (int e = 0; e < d; e++)
+            kt[e * K] = k[e];
+        memcpy(j->v + t * d, a->v + t * a->ldkv + (int64_t)j->g * d, (size_t)d * sizeof(float));
+    }
 }
 
 static void dense_task(void *ctx, int64_t task, int worker)
 {
     const dense_job *j = ctx;
     const int h = (int)(task / j->n_qb);
-    const int64_t q0 = (task % j->n_qb) * DENSE_QUERY_BLOCK, q1 = q0 + DENSE_QUERY_BLOCK;
+    const int64_t q0 = (task % j->n_qb) * GE_ATTN_DENSE_ROWS, q1 = q0 + GE_ATTN_DENSE_ROWS;
     j->attn(&j->d, h, q0, q1 < j->d.n ? q1 : j->d.n, j->scratch + (size_t)worker * j->scratch_len);
 }
 
@@ -99,13 +94,13 @@ static size_t lines(size_t floats) { return (floats + 15) & ~(size_t)15; }
 void ge_attention_dense(ge_model *m, const ge_attn_args *a, int64_t n_tok, bool fast)
 {
     const ge_kern *k = m->kern;
-    const int d = a->head_dim;
+    const int d = a->head_dim, group = a->n_head / a->n_kv;
     bool dense = fast && k->attn_dense && d % 16 == 0 && n_tok > 0;
     for (int64_t i = 0; dense && i < n_tok; i++)
         dense = a->key_lo[i] == 0 && a->key_hi[i] == n_tok;
-    const int64_t np = GE_ATTN_DENSE_NP(n_tok);
-    const size_t kt_len = lines((size_t)a->n_kv * np * d);
-    const size_t v_len = lines((size_t)a->n_kv * n_tok * d);
+    /* one KV head's planes at a time: 1 / n_kv of the memory, and they stay in L3 */
+    const size_t kt_len = lines((size_t)GE_ATTN_DENSE_NP(n_tok) * d);
+    const size_t v_len = lines((size_t)n_tok * d);
     const size_t scratch_len = lines(GE_ATTN_DENSE_SCRATCH(n_tok, d));
     float *buf = dense ? aligned_alloc(64, (kt_len + v_len + (size_t)m->threads * scratch_len) *
                                                sizeof(float))
@@ -115,14 +110,19 @@ void ge_attention_dense(ge_model *m, const ge_attn_args *a, int64_t n_tok, bool 
         return;
     }
     const double t0 = ge_now();
-    dense_job j = {a,
-                   {a->q, buf, buf + kt_len, a->o, a->ldq, a->ldo, n_tok, a->n_head, a->n_kv, d,
-                    a->scale},
-                   buf, buf + kt_len, buf + kt_len + v_len, scratch_len, k->attn_dense,
-                   (n_tok + DENSE_QUERY_BLOCK - 1) / DENSE_QUERY_BLOCK};
-    ge_parallel(m, (np / GE_ATTN_DENSE_KEYS + DENSE_PANELS - 1) / DENSE_PANELS, 0, repack_task,
-                &j);
-    ge_parallel(m, (int64_t)a->n_head * j.n_qb, 0, dense_task, &j);
+    dense_job j = {a, 0, buf, buf + kt_len, {0}, buf + kt_len + v_len, scratch_len, k->attn_dense,
+                   (n_tok + GE_ATTN_DENSE_ROWS - 1) / GE_ATTN_DENSE_ROWS};
+    for (int g = 0; g < a->n_kv; g++) {
+        /* KV head g and its query heads g * group .. (g + 1) * group - 1, as heads 0 .. of a
+         * problem with one KV head */
+        const int64_t off = (int64_t)g * group * d;
+        j.g = g;
+        j.d = (ge_attn_dense_args){a->q + off, j.kt, j.v, a->o + off, a->ldq, a->ldo, n_tok, group,
+                                   1, d, a->scale};
+        ge_parallel(m, (GE_ATTN_DENSE_NP(n_tok) / GE_ATTN_DENSE_KEYS + DENSE_PANELS - 1) /
+                           DENSE_PANELS, 0, repack_task, &j);
+        ge_parallel(m, (int64_t)group * j.n_qb, 0, dense_task, &j);
+    }
     free(buf);
     m->stats.seconds[GE_OP_ATTENTION] += ge_now() - t0;
     m->stats.calls[GE_OP_ATTENTION]++;
