@@ -76,7 +76,8 @@ static void repack_task(void *ctx, int64_t task, int worker)
         const float *k = a->k + t * a->ldkv + (int64_t)j->g * d;
         const float *v = a->v + t * a->ldkv + (int64_t)j->g * d;
         float *vp = j->v + t * d;
-        for (int e = 0; e < d && t + 8 < n; e += 16) /* rows 3 KB apart: ahead of the misses */
+        /* token-major rows are ldkv apart: fetch a few ahead of the misses */
+        for (int e = 0; e < d && t + 8 < n; e += 16)
             __builtin_prefetch(k + 8 * a->ldkv + e), __builtin_prefetch(v + 8 * a->ldkv + e);
         for (int e = 0; e < d; e++)
             kt[e * K] = k[e], vp[e] = v[e];
