@@ -64,7 +64,8 @@ typedef struct {
 typedef struct {
     const float *q;  /* q[i * ldq + h * head_dim + e], token-major as the linears write it */
     const float *kt; /* KV head g, key j, dim e at kt[g * NP(n) * head_dim + (j / KEYS) *
-                      * head_dim * KEYS + e * KEYS + j % KEYS]; keys n .. NP(n)-1 are 0 */
+                      * head_dim * KEYS + e * KEYS + j % KEYS]; keys n .. NP(n)-1 are 0;
+                      * 64-byte aligned (panel rows are whole-vector loads) */
     const float *v;  /* v[(g * n + j) * head_dim + e] */
     float *o;        /* o[i * ldo + h * head_dim + e] */
     int64_t ldq, ldo, n;
