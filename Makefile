@@ -122,9 +122,10 @@ bench-sgemm: $(BUILD)/tests/bench_sgemm
 .PHONY: bench-sgemm
 
 # Attention kernels, one thread, the model's layer shapes against the scalar oracle (PERF.md
-# "Attention"); prints a table, gates nothing.
+# "Attention"); prints a table, gates nothing. ARGS="vision [avx512|avx2] [ROUNDS]": the
+# vision tower's attention through the engine, tiled vs dense, 1 and 2 threads.
 bench-attn: $(BUILD)/tests/bench_attn
-	$(BUILD)/tests/bench_attn
+	$(BUILD)/tests/bench_attn $(ARGS)
 .PHONY: bench-attn
 
 # ThreadSanitizer over the threaded parts (the pipeline's stages, the engine's pool, signals):

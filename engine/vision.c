@@ -439,7 +439,7 @@ ge_status ge_vision_encode(ge_model *m, ge_vision *v, bool fast, const float *pa
         ge_attn_args aa = {.q = w->q, .k = w->k, .v = w->v, .o = w->o, .ldq = D, .ldkv = D,
                            .ldo = D, .n_head = nh, .n_kv = nh, .head_dim = hd, .scale = 1.0f,
                            .key_lo = w->lo, .key_hi = w->hi};
-        ge_attention_with(m, &aa, n, fast);
+        ge_attention_dense(m, &aa, n, fast); /* every patch sees every patch */
         if ((st = linear(&P, w->o, n, (ge_linear_out[]){{&l->wo, w->a}}, 1, err)))
             break;
         row_pass(&pj, PASS_POST_ATTN, n);

@@ -22,7 +22,17 @@
  * weighted minimax fit of the relative error, 2.0e-9 in exact arithmetic; the fp32 evaluation
  * brings it to ~1 ulp, tests/test_kern_attn measures it). t < GE_ATTN_EXP_FLUSH gives exactly
  * 0 (never a denormal; e^-87 = 1.6e-38 is just above FLT_MIN), t > 88 gives +inf, NaN stays
- * NaN. */
+ * NaN.
+ *
+ * Numerics of the dense kernels (attn_dense, avx2 and avx512: every query sees keys [0, n)).
+ * Every query row is computed alone, from its own q row and the planes, whatever the split:
+ *  - score s_j = scale * (q . k_j): one fma chain over the head dim in order, from 0;
+ *  - m = the exact max of the row's n scores (no prefix reference, no redo);
+ *  - p_j = exp(s_j - m) with the polynomial exp; l = the sum of the p_j in the tier's lanes
+ *    (lane j % 16 or j % 8, in key order), then the lanes by a fixed reduction;
+ *  - o = sum p_j v_j: one fma chain per element in key order from 0, then o /= l.
+ * Rows of other queries (the padding of a partial block included) never enter a row's sums,
+ * so NaN or inf elsewhere cannot leak in. */
 #ifndef GE_ATTN_H
 #define GE_ATTN_H
 
@@ -52,6 +62,11 @@ void ge_attn_scalar(const ge_attn_args *a, int head, int64_t q0, int64_t q1);
 /* Tiled kernels; head dims that are not a multiple of 8 go to ge_attn_scalar. */
 void ge_attn_avx2(const ge_attn_args *a, int head, int64_t q0, int64_t q1);
 void ge_attn_avx512(const ge_attn_args *a, int head, int64_t q0, int64_t q1);
+/* Dense attention (kern.h attn_dense); head dims must be a multiple of 16. */
+void ge_attn_dense_avx2(const ge_attn_dense_args *a, int head, int64_t q0, int64_t q1,
+                        float *scratch);
+void ge_attn_dense_avx512(const ge_attn_dense_args *a, int head, int64_t q0, int64_t q1,
+                          float *scratch);
 /* The tiers' polynomial exp on n floats (for the tests). */
 void ge_attn_exp_avx2(const float *x, float *y, int64_t n);
 void ge_attn_exp_avx512(const float *x, float *y, int64_t n);

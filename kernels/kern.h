@@ -52,6 +52,31 @@ typedef struct {
     const int32_t *key_lo, *key_hi; /* [n_tokens] */
 } ge_attn_args;
 
+/* Dense attention over head-major planes (the vision tower: every query of a head sees every
+ * key [0, n), no masks). K is packed per KV head as K^T panels of GE_ATTN_DENSE_KEYS keys,
+ * V as its [n][head_dim] rows, so that scores are outer products of query broadcasts with
+ * K^T rows and o accumulates p * v rows with several queries in registers. */
+#define GE_ATTN_DENSE_KEYS 32 /* keys per K^T panel */
+#define GE_ATTN_DENSE_ROWS 12 /* query rows per block (the scratch holds their scores) */
+/* Keys rounded up to whole panels. */
+#define GE_ATTN_DENSE_NP(n) \
+    (((n) + GE_ATTN_DENSE_KEYS - 1) / GE_ATTN_DENSE_KEYS * GE_ATTN_DENSE_KEYS)
+/* Scratch floats one attn_dense call needs: the block's scores, its q rows transposed and
+ * its output accumulators. */
+#define GE_ATTN_DENSE_SCRATCH(n, head_dim) \
+    ((size_t)GE_ATTN_DENSE_ROWS * ((size_t)GE_ATTN_DENSE_NP(n) + 2 * (size_t)(head_dim)))
+typedef struct {
+    const float *q;  /* q[i * ldq + h * head_dim + e], token-major as the linears write it */
+    const float *kt; /* KV head g, key j, dim e at kt[g * NP(n) * head_dim + (j / KEYS) *
+                      * head_dim * KEYS + e * KEYS + j % KEYS]; keys n .. NP(n)-1 are 0;
+                      * 64-byte aligned (panel rows are whole-vector loads) */
+    const float *v;  /* v[(g * n + j) * head_dim + e] */
+    float *o;        /* o[i * ldo + h * head_dim + e] */
+    int64_t ldq, ldo, n;
+    int n_head, n_kv, head_dim; /* query head h reads KV head h / (n_head / n_kv) */
+    float scale;
+} ge_attn_dense_args;
+
 typedef struct ge_kern {
     const char *name; /* tier name: "scalar", "avx2", "avxvnni", "avx512", "neon" */
     ge_tier tier;
@@ -107,6 +132,12 @@ typedef struct ge_kern {
     /* Query rows [q0, q1) of one query head (flash form: tiled, one pass over the keys with
      * a per-row reference max fixed from its own first keys; kernels/attn.h has the rules). */
     void (*attn)(const ge_attn_args *a, int head, int64_t q0, int64_t q1);
+    /* Dense attention, query rows [q0, q1) of one head (kernels/attn.h has the numerics);
+     * scratch: GE_ATTN_DENSE_SCRATCH(n, head_dim) floats, 64-byte aligned, the caller's (one
+     * per thread). NULL on tiers without one; head dims must be a multiple of 16 (others:
+     * attn). */
+    void (*attn_dense)(const ge_attn_dense_args *a, int head, int64_t q0, int64_t q1,
+                       float *scratch);
 } ge_kern;
 
 /* Per-family fill functions (kernels/<family>.c): set the family's pointers for a tier,
