@@ -4,7 +4,9 @@
  *   vision_dump TEXT.gguf MMPROJ.gguf PATCHES.f32 PW PH fast|ref OUT.f32 [switches...]
  *
  * PATCHES.f32 holds PW*PH rows of 768 float32 in row-major grid order; OUT.f32 gets the
- * (PW/3)*(PH/3) soft tokens. Exit 0, or 1 with the error on stderr. */
+ * (PW/3)*(PH/3) soft tokens. Exit 0, or 1 with the error on stderr. With VISION_DUMP_REPEAT=N
+ * the image is encoded N more times after a warm-up (repacking, workspace) and the median
+ * tower time goes to stderr (for PERF.md). */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -54,9 +56,29 @@ int main(int argc, char **argv)
     fclose(f);
     for (int t = 0; t < n; t++)
         pos[2 * t] = t % pw, pos[2 * t + 1] = t / pw;
-    if (ge_vision_encode(m, v, fast, patches, pos, n, pw, ph, out, NULL, &err)) {
-        fprintf(stderr, "%s\n", err.msg);
-        return 1;
+    const char *rep = getenv("VISION_DUMP_REPEAT");
+    int reps = rep ? atoi(rep) : 0;
+    double times[64];
+    for (int r = -1; r < (reps < 64 ? reps : 64); r++) {
+        double t0 = ge_now();
+        if (ge_vision_encode(m, v, fast, patches, pos, n, pw, ph, out, NULL, &err)) {
+            fprintf(stderr, "%s\n", err.msg);
+            return 1;
+        }
+        if (r >= 0)
+            times[r] = ge_now() - t0;
+        if (r < 0 && !reps)
+            break;
+    }
+    if (reps > 0) {
+        reps = reps < 64 ? reps : 64;
+        for (int i = 1; i < reps; i++) /* insertion sort for the median */
+            for (int j = i; j > 0 && times[j] < times[j - 1]; j--) {
+                double t = times[j];
+                times[j] = times[j - 1], times[j - 1] = t;
+            }
+        fprintf(stderr, "%dx%d patches: median %.3f s over %d (min %.3f, max %.3f)\n", pw, ph,
+                times[reps / 2], reps, times[0], times[reps - 1]);
     }
     f = fopen(argv[7], "wb");
     if (!f || fwrite(out, sizeof *out, (size_t)n_img * ge_model_hidden(m), f) !=
