@@ -35,26 +35,42 @@ INLINE void tile(const uint32_t T, const int MR, const int NP, const void *w, si
                  const float *x, size_t ldx, int64_t cols, float *y, size_t ldy, __m256i m_lo,
                  __m256i m_hi)
 {
-    __m256 acc[3][8];
-#pragma GCC unroll 3
+    __m256 acc[6][8];
+#pragma GCC unroll 6
     for (int i = 0; i < MR; i++)
 #pragma GCC unroll 8
         for (int h = 0; h < 2 * NP; h++)
             acc[i][h] = _mm256_setzero_ps();
+    /* 2 MR NP accumulators and, per k, either all 2 NP weights + 1 broadcast at a time or,
+     * when that passes the 16 ymm (an accumulator would spill), MR broadcasts + 1 weight */
+    const int weights_first = 2 * MR * NP + 2 * NP + 1 <= 16;
     for (int64_t k = 0; k < cols; k++) {
-        __m256 wv[8];
-#pragma GCC unroll 8
-        for (int h = 0; h < 2 * NP; h++)
-            wv[h] = widen8(T, w, (h >> 1) * ps + (size_t)k * P + (h & 1) * 8);
-#pragma GCC unroll 3
-        for (int i = 0; i < MR; i++) {
-            const __m256 b = _mm256_broadcast_ss(x + i * ldx + (size_t)k);
+        __m256 wv[8], b[6];
+        if (weights_first) {
 #pragma GCC unroll 8
             for (int h = 0; h < 2 * NP; h++)
-                acc[i][h] = _mm256_fmadd_ps(wv[h], b, acc[i][h]);
+                wv[h] = widen8(T, w, (h >> 1) * ps + (size_t)k * P + (h & 1) * 8);
+#pragma GCC unroll 6
+            for (int i = 0; i < MR; i++) {
+                b[0] = _mm256_broadcast_ss(x + i * ldx + (size_t)k);
+#pragma GCC unroll 8
+                for (int h = 0; h < 2 * NP; h++)
+                    acc[i][h] = _mm256_fmadd_ps(wv[h], b[0], acc[i][h]);
+            }
+        } else {
+#pragma GCC unroll 6
+            for (int i = 0; i < MR; i++)
+                b[i] = _mm256_broadcast_ss(x + i * ldx + (size_t)k);
+#pragma GCC unroll 8
+            for (int h = 0; h < 2 * NP; h++) {
+                wv[0] = widen8(T, w, (h >> 1) * ps + (size_t)k * P + (h & 1) * 8);
+#pragma GCC unroll 6
+                for (int i = 0; i < MR; i++)
+                    acc[i][h] = _mm256_fmadd_ps(wv[0], b[i], acc[i][h]);
+            }
         }
     }
-#pragma GCC unroll 3
+#pragma GCC unroll 6
     for (int i = 0; i < MR; i++)
 #pragma GCC unroll 8
         for (int h = 0; h < 2 * NP; h++) {
@@ -77,17 +93,18 @@ typedef void tile_fn(const void *w, size_t ps, const float *x, size_t ldx, int64
     }
 #define TILES(T)                                                                              \
     TILE(T, 1, 1) TILE(T, 1, 2) TILE(T, 1, 3) TILE(T, 1, 4) TILE(T, 2, 1) TILE(T, 2, 2)       \
-    TILE(T, 2, 3) TILE(T, 3, 1) TILE(T, 3, 2)
+    TILE(T, 2, 3) TILE(T, 3, 1) TILE(T, 3, 2) TILE(T, 4, 1) TILE(T, 5, 1) TILE(T, 6, 1)
 TILES(F32) TILES(F16) TILES(BF16)
 /* [tokens - 1][panels - 1]: the shapes the driver below asks for */
 #define TABLE(T)                                                                              \
     {{tile_##T##_1x1, tile_##T##_1x2, tile_##T##_1x3, tile_##T##_1x4},                        \
      {tile_##T##_2x1, tile_##T##_2x2, tile_##T##_2x3, NULL},                                  \
-     {tile_##T##_3x1, tile_##T##_3x2, NULL, NULL}}
-static tile_fn *const tiles_f32[3][4] = TABLE(F32), *const tiles_f16[3][4] = TABLE(F16),
-               *const tiles_bf16[3][4] = TABLE(BF16);
-
-enum { MR = 3 };
+     {tile_##T##_3x1, tile_##T##_3x2, NULL, NULL},                                            \
+     {tile_##T##_4x1, NULL, NULL, NULL},                                                      \
+     {tile_##T##_5x1, NULL, NULL, NULL},                                                      \
+     {tile_##T##_6x1, NULL, NULL, NULL}}
+static tile_fn *const tiles_f32[6][4] = TABLE(F32), *const tiles_f16[6][4] = TABLE(F16),
+               *const tiles_bf16[6][4] = TABLE(BF16);
 
 /* lanes [0, n) of a 16-wide panel row, as the two halves' maskstore masks */
 static void lane_masks(int n, __m256i *lo, __m256i *hi)
@@ -114,14 +131,16 @@ void ge_sgemm_avx2(uint32_t type, const void *packed, int64_t rows, int64_t cols
     lane_masks(P, &full_lo, &full_hi);
     lane_masks((int)(r1 - (p1 - 1) * P), &end_lo, &end_hi);
     const int64_t n = t1 - t0;
-    /* 3 x 2 (12 chains); wider in panels for 1 or 2 tokens: 8..12 chains in flight */
-    const int np = n >= 3 ? 2 : n == 2 ? 3 : 4;
+    /* 3 x 2 (12 chains); wider in panels for 1 or 2 tokens: 8..12 chains in flight. 16-bit
+     * panels: 6 x 1, where each widened weight feeds 6 FMAs instead of 3 */
+    const int mr_max = type == GE_T_F32 ? 3 : 6;
+    const int np = n >= 3 ? (type == GE_T_F32 ? 2 : 1) : n == 2 ? 3 : 4;
     for (int64_t p = p0; p < p1; p += np) {
         const int nq = p1 - p < np ? (int)(p1 - p) : np;
         const int end = p + nq == p1;
         const void *w = (const char *)packed + (size_t)p * ps * es;
-        for (int64_t t = t0; t < t1; t += MR) {
-            const int mr = t1 - t < MR ? (int)(t1 - t) : MR;
+        for (int64_t t = t0; t < t1; t += mr_max) {
+            const int mr = t1 - t < mr_max ? (int)(t1 - t) : mr_max;
             tiles[mr - 1][nq - 1](w, ps, x + (size_t)t * (size_t)ldx, (size_t)ldx, cols,
                                   y + (size_t)t * (size_t)ldy + (size_t)p * P, (size_t)ldy,
                                   end ? end_lo : full_lo, end ? end_hi : full_hi);
