@@ -2,12 +2,13 @@
  * numerics).
  *
  * Register tile: MR tokens x NP panels, a panel being two ymm (16 outputs): 3 x 2 in the
- * steady state (12 accumulators + 1 broadcast, the 4 panel loads as FMA memory operands: 7
- * loads per 12 FMAs; 6 x 1 needs 8 and measured 1-4% slower warm, a quarter slower when the
- * weights stream from DRAM with few tokens, PERF.md), wider in panels when the call has 1 or
- * 2 tokens. Each accumulator lane is one output's fma chain over k in order, so tile shapes
- * and the split never change a value. The tile is one template over the panel type T, whose
- * only step of its own is widen8. */
+ * steady state (12 accumulators + 3 broadcasts + 1 panel half: 7 loads per 12 FMAs; 6 x 1
+ * needs 8 and measured 1-4% slower warm on fp32 panels, a quarter slower when the weights
+ * stream from DRAM with few tokens, PERF.md), wider in panels when the call has 1 or 2
+ * tokens. 16-bit panels widen each panel half before its FMAs, so with many tokens they run
+ * 6 x 1 to halve the widening per FMA. Each accumulator lane is one output's fma chain over k
+ * in order, so tile shapes and the split never change a value. The tile is one template over
+ * the panel type T, whose only step of its own is widen8. */
 #include <immintrin.h>
 #include <string.h>
 
@@ -132,9 +133,11 @@ void ge_sgemm_avx2(uint32_t type, const void *packed, int64_t rows, int64_t cols
     lane_masks((int)(r1 - (p1 - 1) * P), &end_lo, &end_hi);
     const int64_t n = t1 - t0;
     /* 3 x 2 (12 chains); wider in panels for 1 or 2 tokens: 8..12 chains in flight. 16-bit
-     * panels: 6 x 1, where each widened weight feeds 6 FMAs instead of 3 */
-    const int mr_max = type == GE_T_F32 ? 3 : 6;
-    const int np = n >= 3 ? (type == GE_T_F32 ? 2 : 1) : n == 2 ? 3 : 4;
+     * panels with many tokens: 6 x 1, where each widened weight feeds 6 FMAs instead of 3
+     * (3 x 2 is 5-20% slower there); below 24 tokens the two panel streams of 3 x 2 win
+     * (6 x 1 is 10-35% slower when the weights come from DRAM, PERF.md) */
+    const int six = type != GE_T_F32 && n >= 24, mr_max = six ? 6 : 3;
+    const int np = six ? 1 : n >= 3 ? 2 : n == 2 ? 3 : 4;
     for (int64_t p = p0; p < p1; p += np) {
         const int nq = p1 - p < np ? (int)(p1 - p) : np;
         const int end = p + nq == p1;

@@ -392,15 +392,17 @@ static float *gemm_out(const ge_kern *k, const weight *W, int as_f32, const floa
  * non-finite ones grouped into the last rows, whose outputs only need to be NaN in both. */
 static void check_panel_types(const ge_kern *k)
 {
+    /* token counts: every tile height of both avx2 tile families (3 x 2 below 24 tokens,
+     * 6 x 1 from there) and of avx512's 6 x 4 */
     static const int64_t rows[] = {1, 5, 17, 33, 63, 70, 129}, cols[] = {1, 3, 7, 31, 100, 257},
-                         toks[] = {1, 2, 3, 5, 7, 11, 13, 37};
+                         toks[] = {1, 2, 3, 5, 7, 11, 13, 28, 29, 37};
     static const int64_t big[][3] = {{768, 768, 67}, {3072, 768, 7}, {768, 3072, 13}};
     for (size_t ti = 0; ti < 3; ti++) {
         int64_t cases = 0, bad = 0;
         for (int c = 0; c < 40 + 3; c++) {
             const int64_t r = c < 40 ? rows[irand(7)] : big[c - 40][0],
                           kk = c < 40 ? cols[irand(6)] : big[c - 40][1],
-                          n = c < 40 ? toks[irand(8)] : big[c - 40][2];
+                          n = c < 40 ? toks[irand(10)] : big[c - 40][2];
             weight W = make_weight(types[ti], r, kk, 0);
             const int64_t ldx = kk + 3, ldy = r + 5, ny = (n + 1) * ldy + 32;
             float *x = make_x(n, ldx, 0);
