@@ -12,8 +12,10 @@
  * and from fp32 panels of their expansion (the layout before 16-bit panels; the same output
  * bits), the two alternating sample by sample; "x f32" is the ratio of the medians.
  * -j N: the engine's split (engine/linear.c: tasks of 64 outputs x 64 tokens, claimed from
- * an engine pool of N threads), timed in wall-clock time; without -j one thread computes the
- * whole (t, o) range per call.
+ * an engine pool of N threads), timed in process CPU time / N: the wall time of a call with
+ * the N cores to itself (wall time would charge this shared machine's other tenants to it;
+ * the pool's spin-waits count). --wall times it in wall time. Without -j one thread computes
+ * the whole (t, o) range per call.
  * "warm": the same packed weight every call (it stays in L2/L3 when it fits); "cold": calls
  * rotate over copies totalling > 96 MB, so weights come from DRAM, as in a real forward pass
  * where each layer's weights are touched once per wave. Also: pack speed per weight type. */
@@ -111,7 +113,7 @@ int main(int argc, char **argv)
 {
     ge_cpu_feats f;
     ge_cpu_detect(&f);
-    int want[GE_TIER_COUNT] = {0}, any = 0, cold = 0, no_peak = 0, threads = 0;
+    int want[GE_TIER_COUNT] = {0}, any = 0, cold = 0, no_peak = 0, threads = 0, wall = 0;
     uint32_t wtype = GE_T_F32;
     /* cols x rows of the text model's linears (q, k/v, o, gate/up, down, ple, projection),
      * then the vision tower's (q/k/v/o, up/gate, down) */
@@ -124,7 +126,7 @@ int main(int argc, char **argv)
         if (strcmp(argv[i], "--cold") == 0) {
             cold = 1;
         } else if (strcmp(argv[i], "--wall") == 0) {
-            bench_clock = CLOCK_MONOTONIC;
+            wall = 1;
         } else if (strcmp(argv[i], "--no-peak") == 0) {
             no_peak = 1;
         } else if (strcmp(argv[i], "-s") == 0 && i + 1 < argc) {
@@ -159,8 +161,10 @@ int main(int argc, char **argv)
             fprintf(stderr, "bench_sgemm: %s\n", err.msg);
             return 1;
         }
-        bench_clock = CLOCK_MONOTONIC; /* other threads' work counts */
     }
+    /* -j: a call's process CPU time / cores = its time with the cores to itself */
+    const double cores = wall || threads < 1 ? 1.0 : threads;
+    bench_clock = wall ? CLOCK_MONOTONIC : threads > 0 ? CLOCK_PROCESS_CPUTIME_ID : bench_clock;
 
     double peak = 0; /* the kernel table's peak loops (kernels/peak*.c), 7 runs of 20 ms */
     if (!no_peak && ge_tier_supported(&f, GE_TIER_AVX512)) {
@@ -269,7 +273,7 @@ int main(int argc, char **argv)
                 bench_time_alt(n_var, fns, args, 2e-3, BENCH_SAMPLES, st);
                 double r[2][3];
                 for (int v = 0; v < n_var; v++) {
-                    rates(&st[v], (double)n * (double)rows * (double)cols, r[v]);
+                    rates(&st[v], (double)n * (double)rows * (double)cols * cores, r[v]);
                     char sh[32], pr[32], pc[16] = "-", ra[16] = "";
                     snprintf(sh, sizeof sh, "%lldx%lld", (long long)cols, (long long)rows);
                     snprintf(pr, sizeof pr, "%.1f..%.1f", r[v][1], r[v][2]);
