@@ -3,12 +3,11 @@
  *
  * Register tile: MR tokens x NP panels, a panel being two ymm (16 outputs): 3 x 2 in the
  * steady state (12 accumulators + 3 broadcasts + 1 panel half: 7 loads per 12 FMAs; 6 x 1
- * needs 8 and measured 1-4% slower warm on fp32 panels, a quarter slower when the weights
- * stream from DRAM with few tokens, PERF.md), wider in panels when the call has 1 or 2
- * tokens. 16-bit panels widen each panel half before its FMAs, so with many tokens they run
- * 6 x 1 to halve the widening per FMA. Each accumulator lane is one output's fma chain over k
- * in order, so tile shapes and the split never change a value. The tile is one template over
- * the panel type T, whose only step of its own is widen8. */
+ * needs 8 and measured 1-4% slower warm, a quarter slower when the weights stream from DRAM
+ * with few tokens, PERF.md), wider in panels when the call has 1 or 2 tokens. Each
+ * accumulator lane is one output's fma chain over k in order, so tile shapes and the split
+ * never change a value. The tile is one template over the panel type T, whose steps of its own
+ * are widen8 and in_order. */
 #include <immintrin.h>
 #include <string.h>
 
@@ -17,16 +16,31 @@
 #define P GE_SG_PANEL
 #define INLINE static inline __attribute__((always_inline))
 
-/* Panel elements [i, i + 8) of w as fp32, exactly: F16C's conversion equals ge_fp16_to_fp32
- * (only a signalling NaN comes out quietened); bf16 is the top half of an fp32. */
-INLINE __m256 widen8(const uint32_t T, const void *w, size_t i)
+/* Half h of the 16-element panel row at element r of w as fp32, exactly. F32, F16: outputs
+ * 8h..8h+7 (F16C's conversion equals ge_fp16_to_fp32 but for quietening a signalling NaN).
+ * BF16, a bf16 being the top half of an fp32: each 32-bit lane of the row holds outputs 2m
+ * (low) and 2m + 1 (high), so half 0 is the even outputs (shifted up) and half 1 the odd ones
+ * (the low half masked off), one ALU op each; in_order puts them back at the store. */
+INLINE __m256 widen8(const uint32_t T, const void *w, size_t r, int h)
 {
     if (T == GE_T_F32)
-        return _mm256_loadu_ps((const float *)w + i);
-    const __m128i h = _mm_loadu_si128((const __m128i *)((const uint16_t *)w + i));
+        return _mm256_loadu_ps((const float *)w + r + 8 * h);
     if (T == GE_T_F16)
-        return _mm256_cvtph_ps(h);
-    return _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(h), 16));
+        return _mm256_cvtph_ps(
+            _mm_loadu_si128((const __m128i *)((const uint16_t *)w + r + 8 * h)));
+    const __m256i v = _mm256_loadu_si256((const __m256i *)((const uint16_t *)w + r));
+    return _mm256_castsi256_ps(h ? _mm256_and_si256(v, _mm256_set1_epi32((int)0xffff0000u))
+                                 : _mm256_slli_epi32(v, 16));
+}
+
+/* The two halves of widen8 as outputs 0..7 and 8..15 (BF16: interleave even and odd) */
+INLINE void in_order(const uint32_t T, __m256 *lo, __m256 *hi)
+{
+    if (T != GE_T_BF16)
+        return;
+    const __m256 a = _mm256_unpacklo_ps(*lo, *hi), b = _mm256_unpackhi_ps(*lo, *hi);
+    *lo = _mm256_permute2f128_ps(a, b, 0x20);
+    *hi = _mm256_permute2f128_ps(a, b, 0x31);
 }
 
 /* y[i][16j + l] = sum_k W[k][j][l] * x[i][k] for i < MR, j < NP: w points at the first
@@ -36,49 +50,39 @@ INLINE void tile(const uint32_t T, const int MR, const int NP, const void *w, si
                  const float *x, size_t ldx, int64_t cols, float *y, size_t ldy, __m256i m_lo,
                  __m256i m_hi)
 {
-    __m256 acc[6][8];
-#pragma GCC unroll 6
+    __m256 acc[3][8];
+#pragma GCC unroll 3
     for (int i = 0; i < MR; i++)
 #pragma GCC unroll 8
         for (int h = 0; h < 2 * NP; h++)
             acc[i][h] = _mm256_setzero_ps();
-    /* 2 MR NP accumulators and, per k, either all 2 NP weights + 1 broadcast at a time or,
-     * when that passes the 16 ymm (an accumulator would spill), MR broadcasts + 1 weight */
-    const int weights_first = 2 * MR * NP + 2 * NP + 1 <= 16;
+    /* per k: MR broadcasts, then one widened panel half at a time for its MR FMAs: at most
+     * 12 accumulators + 3 + 1 = 16 ymm (widening all halves first spilled an accumulator) */
     for (int64_t k = 0; k < cols; k++) {
-        __m256 wv[8], b[6];
-        if (weights_first) {
-#pragma GCC unroll 8
-            for (int h = 0; h < 2 * NP; h++)
-                wv[h] = widen8(T, w, (h >> 1) * ps + (size_t)k * P + (h & 1) * 8);
-#pragma GCC unroll 6
-            for (int i = 0; i < MR; i++) {
-                b[0] = _mm256_broadcast_ss(x + i * ldx + (size_t)k);
-#pragma GCC unroll 8
-                for (int h = 0; h < 2 * NP; h++)
-                    acc[i][h] = _mm256_fmadd_ps(wv[h], b[0], acc[i][h]);
-            }
-        } else {
-#pragma GCC unroll 6
-            for (int i = 0; i < MR; i++)
-                b[i] = _mm256_broadcast_ss(x + i * ldx + (size_t)k);
-#pragma GCC unroll 8
-            for (int h = 0; h < 2 * NP; h++) {
-                wv[0] = widen8(T, w, (h >> 1) * ps + (size_t)k * P + (h & 1) * 8);
-#pragma GCC unroll 6
-                for (int i = 0; i < MR; i++)
-                    acc[i][h] = _mm256_fmadd_ps(wv[0], b[i], acc[i][h]);
-            }
-        }
-    }
-#pragma GCC unroll 6
-    for (int i = 0; i < MR; i++)
+        __m256 b[3];
+#pragma GCC unroll 3
+        for (int i = 0; i < MR; i++)
+            b[i] = _mm256_broadcast_ss(x + i * ldx + (size_t)k);
 #pragma GCC unroll 8
         for (int h = 0; h < 2 * NP; h++) {
-            if (h < 2 * NP - 2)
-                _mm256_storeu_ps(y + i * ldy + h * 8, acc[i][h]);
-            else
-                _mm256_maskstore_ps(y + i * ldy + h * 8, (h & 1) ? m_hi : m_lo, acc[i][h]);
+            const __m256 wv = widen8(T, w, (h >> 1) * ps + (size_t)k * P, h & 1);
+#pragma GCC unroll 3
+            for (int i = 0; i < MR; i++)
+                acc[i][h] = _mm256_fmadd_ps(wv, b[i], acc[i][h]);
+        }
+    }
+#pragma GCC unroll 3
+    for (int i = 0; i < MR; i++)
+#pragma GCC unroll 4
+        for (int j = 0; j < NP; j++) {
+            in_order(T, &acc[i][2 * j], &acc[i][2 * j + 1]);
+            if (j < NP - 1) {
+                _mm256_storeu_ps(y + i * ldy + j * P, acc[i][2 * j]);
+                _mm256_storeu_ps(y + i * ldy + j * P + 8, acc[i][2 * j + 1]);
+            } else {
+                _mm256_maskstore_ps(y + i * ldy + j * P, m_lo, acc[i][2 * j]);
+                _mm256_maskstore_ps(y + i * ldy + j * P + 8, m_hi, acc[i][2 * j + 1]);
+            }
         }
 }
 
@@ -94,18 +98,17 @@ typedef void tile_fn(const void *w, size_t ps, const float *x, size_t ldx, int64
     }
 #define TILES(T)                                                                              \
     TILE(T, 1, 1) TILE(T, 1, 2) TILE(T, 1, 3) TILE(T, 1, 4) TILE(T, 2, 1) TILE(T, 2, 2)       \
-    TILE(T, 2, 3) TILE(T, 3, 1) TILE(T, 3, 2) TILE(T, 4, 1) TILE(T, 5, 1) TILE(T, 6, 1)
+    TILE(T, 2, 3) TILE(T, 3, 1) TILE(T, 3, 2)
 TILES(F32) TILES(F16) TILES(BF16)
 /* [tokens - 1][panels - 1]: the shapes the driver below asks for */
 #define TABLE(T)                                                                              \
     {{tile_##T##_1x1, tile_##T##_1x2, tile_##T##_1x3, tile_##T##_1x4},                        \
      {tile_##T##_2x1, tile_##T##_2x2, tile_##T##_2x3, NULL},                                  \
-     {tile_##T##_3x1, tile_##T##_3x2, NULL, NULL},                                            \
-     {tile_##T##_4x1, NULL, NULL, NULL},                                                      \
-     {tile_##T##_5x1, NULL, NULL, NULL},                                                      \
-     {tile_##T##_6x1, NULL, NULL, NULL}}
-static tile_fn *const tiles_f32[6][4] = TABLE(F32), *const tiles_f16[6][4] = TABLE(F16),
-               *const tiles_bf16[6][4] = TABLE(BF16);
+     {tile_##T##_3x1, tile_##T##_3x2, NULL, NULL}}
+static tile_fn *const tiles_f32[3][4] = TABLE(F32), *const tiles_f16[3][4] = TABLE(F16),
+               *const tiles_bf16[3][4] = TABLE(BF16);
+
+enum { MR = 3 };
 
 /* lanes [0, n) of a 16-wide panel row, as the two halves' maskstore masks */
 static void lane_masks(int n, __m256i *lo, __m256i *hi)
@@ -132,18 +135,14 @@ void ge_sgemm_avx2(uint32_t type, const void *packed, int64_t rows, int64_t cols
     lane_masks(P, &full_lo, &full_hi);
     lane_masks((int)(r1 - (p1 - 1) * P), &end_lo, &end_hi);
     const int64_t n = t1 - t0;
-    /* 3 x 2 (12 chains); wider in panels for 1 or 2 tokens: 8..12 chains in flight. 16-bit
-     * panels with many tokens: 6 x 1, where each widened weight feeds 6 FMAs instead of 3
-     * (3 x 2 is 5-20% slower there); below 24 tokens the two panel streams of 3 x 2 win
-     * (6 x 1 is 10-35% slower when the weights come from DRAM, PERF.md) */
-    const int six = type != GE_T_F32 && n >= 24, mr_max = six ? 6 : 3;
-    const int np = six ? 1 : n >= 3 ? 2 : n == 2 ? 3 : 4;
+    /* 3 x 2 (12 chains); wider in panels for 1 or 2 tokens: 8..12 chains in flight */
+    const int np = n >= 3 ? 2 : n == 2 ? 3 : 4;
     for (int64_t p = p0; p < p1; p += np) {
         const int nq = p1 - p < np ? (int)(p1 - p) : np;
         const int end = p + nq == p1;
         const void *w = (const char *)packed + (size_t)p * ps * es;
-        for (int64_t t = t0; t < t1; t += mr_max) {
-            const int mr = t1 - t < mr_max ? (int)(t1 - t) : mr_max;
+        for (int64_t t = t0; t < t1; t += MR) {
+            const int mr = t1 - t < MR ? (int)(t1 - t) : MR;
             tiles[mr - 1][nq - 1](w, ps, x + (size_t)t * (size_t)ldx, (size_t)ldx, cols,
                                   y + (size_t)t * (size_t)ldy + (size_t)p * P, (size_t)ldy,
                                   end ? end_lo : full_lo, end ? end_hi : full_hi);
