@@ -392,8 +392,8 @@ static float *gemm_out(const ge_kern *k, const weight *W, int as_f32, const floa
  * non-finite ones grouped into the last rows, whose outputs only need to be NaN in both. */
 static void check_panel_types(const ge_kern *k)
 {
-    /* token counts: every tile height of both avx2 tile families (3 x 2 below 24 tokens,
-     * 6 x 1 from there) and of avx512's 6 x 4 */
+    /* token counts: the wide 1- and 2-token tiles, and every remainder of avx2's 3-token and
+     * avx512's 6-token tiles */
     static const int64_t rows[] = {1, 5, 17, 33, 63, 70, 129}, cols[] = {1, 3, 7, 31, 100, 257},
                          toks[] = {1, 2, 3, 5, 7, 11, 13, 28, 29, 37};
     static const int64_t big[][3] = {{768, 768, 67}, {3072, 768, 7}, {768, 3072, 13}};
