@@ -3,7 +3,8 @@
  *
  * Weights are repacked once into the kernel tier's layout on first use (or all at load with
  * --prepack) and cached by their source data pointer; with --release-weights the file pages
- * of a repacked tensor are dropped so that resident memory holds one copy. */
+ * of a repacked tensor are dropped so that resident memory holds one copy. SGEMM panels keep
+ * the weight's type (kernels/sgemm.h), so that copy is no bigger than the file's tensor. */
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
@@ -128,7 +129,7 @@ static const void *packed_weight(ge_model *m, const ge_kern *k, const ge_tensor 
             return d;
         }
     size_t bytes = kind == PACK_Q8 ? k->q8_packed_size(w->ne1, w->ne0)
-                                   : k->sg_packed_size(w->ne1, w->ne0);
+                                   : k->sg_packed_size(w->type, w->ne1, w->ne0);
     void *data = aligned_alloc(64, (bytes + 63) / 64 * 64);
     if (c->n == c->cap) {
         size_t cap = c->cap ? 2 * c->cap : 64;
@@ -208,8 +209,8 @@ static void gemm_task(void *ctx, int64_t task, int worker)
     else if (j->o[i].kind == PACK_Q8)
         k->q8_gemm(j->o[i].packed, w->ne1, w->ne0, j->act, t0, t1, r0, r1, j->o[i].y, w->ne1);
     else
-        k->sgemm(j->o[i].packed, w->ne1, w->ne0, j->x, w->ne0, t0, t1, r0, r1, j->o[i].y,
-                 w->ne1);
+        k->sgemm(w->type, j->o[i].packed, w->ne1, w->ne0, j->x, w->ne0, t0, t1, r0, r1,
+                 j->o[i].y, w->ne1);
 }
 
 typedef struct {

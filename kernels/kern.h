@@ -96,16 +96,19 @@ typedef struct ge_kern {
     void (*q8_gemm)(const void *packed, int64_t rows, int64_t cols, const ge_q8_act *act,
                     int64_t t0, int64_t t1, int64_t r0, int64_t r1, float *y, int64_t ldy);
 
-    /* ---- SGEMM on fp32 panels expanded (exactly) from F32/F16/BF16 weights --------------- */
+    /* ---- SGEMM on panels of F32/F16/BF16 weights, kept in the weight's type and widened
+     * (exactly) to fp32 in registers: every type is the fp32 math of its expansion --------- */
     int sg_panel; /* outputs per panel; row ranges split on multiples of it */
-    /* Bytes of the packed panels of a {cols, rows} weight. */
-    size_t (*sg_packed_size)(int64_t rows, int64_t cols);
-    /* Expand rows [r0, r1) of src (ggml type GE_T_F32/F16/BF16) into panels. */
-    void (*sg_pack)(uint32_t type, const void *src, int64_t rows, int64_t cols, float *dst,
+    /* Bytes of the packed panels of a {cols, rows} weight of ggml type GE_T_F32/F16/BF16. */
+    size_t (*sg_packed_size)(uint32_t type, int64_t rows, int64_t cols);
+    /* Copy rows [r0, r1) of src (that type) into panels of that type. */
+    void (*sg_pack)(uint32_t type, const void *src, int64_t rows, int64_t cols, void *dst,
                     int64_t r0, int64_t r1);
-    /* y[t * ldy + o] = sum_k W[o][k] * x[t * ldx + k] for t in [t0, t1), o in [r0, r1). */
-    void (*sgemm)(const float *packed, int64_t rows, int64_t cols, const float *x, int64_t ldx,
-                  int64_t t0, int64_t t1, int64_t r0, int64_t r1, float *y, int64_t ldy);
+    /* y[t * ldy + o] = sum_k W[o][k] * x[t * ldx + k] for t in [t0, t1), o in [r0, r1);
+     * type is the one the panels were packed from. */
+    void (*sgemm)(uint32_t type, const void *packed, int64_t rows, int64_t cols, const float *x,
+                  int64_t ldx, int64_t t0, int64_t t1, int64_t r0, int64_t r1, float *y,
+                  int64_t ldy);
 
     /* ---- activations -------------------------------------------------------------------- */
     /* g[i] = gelu(g[i]) * u[i] for i < n: the tanh form (scalar: tanhf; vector tiers: the same

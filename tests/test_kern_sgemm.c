@@ -1,7 +1,8 @@
 /* test_kern_sgemm.c - the SGEMM family (kern.h, kernels/sgemm.h) at every tier this CPU runs:
- * exact panel packing, results bit-identical to the scalar oracle and within an fp32
- * accumulation bound of an fp64 truth, on the model's shapes and odd ones, and the
- * determinism contract (any task split, any neighbouring tokens: the same bits).
+ * exact panel packing (elements of the weight's type copied unchanged), results bit-identical
+ * to the scalar oracle and within an fp32 accumulation bound of an fp64 truth, on the model's
+ * shapes and odd ones, F16/BF16 panels bit-identical to fp32 panels of the expanded weight,
+ * and the determinism contract (any task split, any neighbouring tokens: the same bits).
  *
  * Tolerance against fp64: the error is reported relative to sum_k |W[o][k] x[t][k]|. One fp32
  * FMA chain of length K is bounded by gamma_K = K u / (1 - K u) with u = 2^-24 (1.2e-4 at
@@ -55,12 +56,28 @@ typedef struct {
     float *w; /* [rows][cols] */
 } weight;
 
+static size_t esize(uint32_t type) { return type == GE_T_F32 ? 4 : 2; }
+
+/* W->w from W->src */
+static void expand(weight *W)
+{
+    const size_t es = esize(W->type);
+    for (int64_t r = 0; r < W->rows; r++)
+        ge_dequant_row(W->type, (const uint8_t *)W->src + (size_t)(r * W->cols) * es,
+                       W->w + (size_t)(r * W->cols), (size_t)W->cols);
+}
+
+static weight alloc_weight(uint32_t type, int64_t rows, int64_t cols)
+{
+    const size_t n = (size_t)(rows * cols);
+    weight W = {type, rows, cols, xmalloc(n * esize(type)), xmalloc(n * sizeof(float))};
+    return W;
+}
+
 static weight make_weight(uint32_t type, int64_t rows, int64_t cols, int positive)
 {
-    weight W = {type, rows, cols, NULL, NULL};
-    const size_t n = (size_t)(rows * cols), es = type == GE_T_F32 ? 4 : 2;
-    W.src = xmalloc(n * es);
-    W.w = xmalloc(n * sizeof(float));
+    weight W = alloc_weight(type, rows, cols);
+    const size_t n = (size_t)(rows * cols);
     for (size_t i = 0; i < n; i++) {
         float v = positive ? fabsf(frand()) : frand();
         if (type == GE_T_F32) {
@@ -71,9 +88,7 @@ static weight make_weight(uint32_t type, int64_t rows, int64_t cols, int positiv
             ((uint16_t *)W.src)[i] = (uint16_t)(bits(v) >> 16);
         }
     }
-    for (int64_t r = 0; r < rows; r++)
-        ge_dequant_row(type, (const uint8_t *)W.src + (size_t)(r * cols) * es,
-                       W.w + (size_t)(r * cols), (size_t)cols);
+    expand(&W);
     return W;
 }
 
@@ -91,10 +106,13 @@ static float *make_x(int64_t n_tok, int64_t ldx, int positive)
     return x;
 }
 
-static float *pack(const ge_kern *k, const weight *W)
+/* W's panels in its own type; as_f32: panels of its fp32 expansion instead (what every type
+ * was packed into before 16-bit panels: the outputs must not change by a bit) */
+static void *pack(const ge_kern *k, const weight *W, int as_f32)
 {
-    float *p = xmalloc(k->sg_packed_size(W->rows, W->cols));
-    k->sg_pack(W->type, W->src, W->rows, W->cols, p, 0, W->rows);
+    const uint32_t type = as_f32 ? GE_T_F32 : W->type;
+    void *p = xmalloc(k->sg_packed_size(type, W->rows, W->cols));
+    k->sg_pack(type, as_f32 ? (const void *)W->w : W->src, W->rows, W->cols, p, 0, W->rows);
     return p;
 }
 
@@ -156,11 +174,17 @@ static void check_table(void)
         check(k->sg_panel == 16 && k->sg_packed_size && k->sg_pack && k->sgemm, name,
               "panel %d, pointers %p %p %p", k->sg_panel, (void *)k->sg_packed_size,
               (void *)k->sg_pack, (void *)k->sgemm);
-        snprintf(name, sizeof name, "%s: packed size = ceil(rows/16)*16*cols floats", k->name);
-        check(k->sg_packed_size(17, 3) == 32 * 3 * 4 &&
-                  k->sg_packed_size(16, 512) == 16 * 512 * 4 && k->sg_packed_size(1, 1) == 64,
-              name, "%zu %zu %zu", k->sg_packed_size(17, 3), k->sg_packed_size(16, 512),
-              k->sg_packed_size(1, 1));
+        for (size_t ti = 0; ti < 3; ti++) {
+            const uint32_t ty = types[ti];
+            const size_t es = esize(ty);
+            snprintf(name, sizeof name, "%s: %s packed size = ceil(rows/16)*16*cols * %zu bytes",
+                     k->name, tname(ty), es);
+            check(k->sg_packed_size(ty, 17, 3) == 32 * 3 * es &&
+                      k->sg_packed_size(ty, 16, 512) == 16 * 512 * es &&
+                      k->sg_packed_size(ty, 1, 1) == 16 * es,
+                  name, "%zu %zu %zu", k->sg_packed_size(ty, 17, 3),
+                  k->sg_packed_size(ty, 16, 512), k->sg_packed_size(ty, 1, 1));
+        }
     }
     /* fallbacks: avxvnni has no SGEMM of its own and runs avx2's */
     const ge_kern *a2 = ge_kern_get(GE_TIER_AVX2), *vn = ge_kern_get(GE_TIER_AVXVNNI);
@@ -169,8 +193,8 @@ static void check_table(void)
 }
 
 /* Every 16-bit pattern (F16, BF16) and random 32-bit patterns (F32) through each tier's pack:
- * values bit-exact (an F16 NaN only needs to stay a NaN: F16C quietens signalling NaNs),
- * padding rows +0, and packing in pieces equal to packing at once. */
+ * elements bit-exact copies of the source's, padding rows +0, and packing in pieces equal to
+ * packing at once. */
 static void check_pack(const ge_kern *k)
 {
     static const int64_t shapes[][2] = {{257, 256}, {35, 13}, {64, 100}, {16, 1}};
@@ -179,7 +203,7 @@ static void check_pack(const ge_kern *k)
         int64_t bad = 0, badpad = 0, badsplit = 0;
         for (size_t s = 0; s < sizeof shapes / sizeof shapes[0]; s++) {
             const int64_t rows = shapes[s][0], cols = shapes[s][1], n = rows * cols;
-            const size_t es = type == GE_T_F32 ? 4 : 2;
+            const size_t es = esize(type);
             uint8_t *src = xmalloc((size_t)n * es);
             for (int64_t i = 0; i < n; i++) {
                 if (type == GE_T_F32) {
@@ -190,24 +214,20 @@ static void check_pack(const ge_kern *k)
                     memcpy(src + 2 * i, &h, 2);
                 }
             }
-            const size_t bytes = k->sg_packed_size(rows, cols);
-            float *p = xmalloc(bytes), *q = xmalloc(bytes);
+            const size_t bytes = k->sg_packed_size(type, rows, cols);
+            uint8_t *p = xmalloc(bytes), *q = xmalloc(bytes);
             memset(p, 0xa5, bytes);
             memset(q, 0x5a, bytes);
             k->sg_pack(type, src, rows, cols, p, 0, rows);
             for (int64_t r = 0; r < (rows + 15) / 16 * 16; r++)
                 for (int64_t c = 0; c < cols; c++) {
-                    float got = p[(size_t)((r / 16 * cols + c) * 16 + r % 16)];
+                    const uint8_t *got = p + (size_t)((r / 16 * cols + c) * 16 + r % 16) * es;
                     if (r >= rows) {
-                        badpad += bits(got) != 0;
+                        static const uint8_t zero[4];
+                        badpad += memcmp(got, zero, es) != 0;
                         continue;
                     }
-                    float want;
-                    ge_dequant_row(type, src + (size_t)(r * cols + c) * es, &want, 1);
-                    if (type == GE_T_F16 && isnan(want))
-                        bad += !isnan(got);
-                    else
-                        bad += bits(got) != bits(want);
+                    bad += memcmp(got, src + (size_t)(r * cols + c) * es, es) != 0;
                 }
             /* pieces: [0, a), [a, b), [b, rows), a and b multiples of 16 */
             int64_t a = rows > 16 ? 16 : rows, b = rows > 48 ? 48 : rows;
@@ -222,7 +242,7 @@ static void check_pack(const ge_kern *k)
         char name[96];
         snprintf(name, sizeof name, "%s: pack %s exact (all 16-bit patterns / random bits)",
                  k->name, tname(type));
-        check(bad == 0, name, "%lld values differ from the scalar conversion", (long long)bad);
+        check(bad == 0, name, "%lld elements differ from the source's", (long long)bad);
         snprintf(name, sizeof name, "%s: pack %s pads the last panel with +0", k->name,
                  tname(type));
         check(badpad == 0, name, "%lld padding values not +0", (long long)badpad);
@@ -252,10 +272,11 @@ static void run_case(const weight *W, int64_t n_tok, int positive_x, tally *tl)
     truth(W, x, ldx, n_tok, s, a);
     for (int i = 0; i < n_tiers; i++) {
         const ge_kern *k = ge_kern_get((ge_tier)tiers[i]);
-        float *p = pack(k, W), *y = xmalloc((size_t)ny * sizeof *y);
+        void *p = pack(k, W, 0);
+        float *y = xmalloc((size_t)ny * sizeof *y);
         for (int64_t e = 0; e < ny; e++)
             y[e] = -7.0f; /* sentinel */
-        k->sgemm(p, W->rows, W->cols, x, ldx, 0, n_tok, 0, W->rows, y, ldy);
+        k->sgemm(W->type, p, W->rows, W->cols, x, ldx, 0, n_tok, 0, W->rows, y, ldy);
         for (int64_t e = 0; e < ny; e++)
             if (e >= n_tok * ldy || e % ldy >= W->rows)
                 tl->clobbered[tiers[i]] += y[e] != -7.0f;
@@ -349,15 +370,97 @@ static void check_same_sign(void)
     report("K=2048 same-sign data", &tl, 6 * sqrt(2048.0) * u);
 }
 
+/* y (ny floats, -7 sentinels around the [n_tok][rows] outputs at stride ldy) from W's panels
+ * in its own type, or (as_f32) from fp32 panels of its expansion */
+static float *gemm_out(const ge_kern *k, const weight *W, int as_f32, const float *x,
+                       int64_t ldx, int64_t n_tok, int64_t ldy, int64_t ny)
+{
+    void *p = pack(k, W, as_f32);
+    float *y = xmalloc((size_t)ny * sizeof *y);
+    for (int64_t e = 0; e < ny; e++)
+        y[e] = -7.0f;
+    k->sgemm(as_f32 ? GE_T_F32 : W->type, p, W->rows, W->cols, x, ldx, 0, n_tok, 0, W->rows, y,
+             ldy);
+    free(p);
+    return y;
+}
+
+/* The panel type never changes a bit: at each tier, the whole y buffer (sentinels included)
+ * from panels in the weight's type equals that from fp32 panels of its expansion (the layout
+ * every type was packed into before), on random weights and inputs of odd shapes and token
+ * counts and on the vision tower's shapes; then on every 16-bit pattern as a weight, the
+ * non-finite ones grouped into the last rows, whose outputs only need to be NaN in both. */
+static void check_panel_types(const ge_kern *k)
+{
+    /* token counts: the wide 1- and 2-token tiles, and every remainder of avx2's 3-token and
+     * avx512's 6-token tiles */
+    static const int64_t rows[] = {1, 5, 17, 33, 63, 70, 129}, cols[] = {1, 3, 7, 31, 100, 257},
+                         toks[] = {1, 2, 3, 5, 7, 11, 13, 28, 29, 37};
+    static const int64_t big[][3] = {{768, 768, 67}, {3072, 768, 7}, {768, 3072, 13}};
+    for (size_t ti = 0; ti < 3; ti++) {
+        int64_t cases = 0, bad = 0;
+        for (int c = 0; c < 40 + 3; c++) {
+            const int64_t r = c < 40 ? rows[irand(7)] : big[c - 40][0],
+                          kk = c < 40 ? cols[irand(6)] : big[c - 40][1],
+                          n = c < 40 ? toks[irand(10)] : big[c - 40][2];
+            weight W = make_weight(types[ti], r, kk, 0);
+            const int64_t ldx = kk + 3, ldy = r + 5, ny = (n + 1) * ldy + 32;
+            float *x = make_x(n, ldx, 0);
+            float *a = gemm_out(k, &W, 0, x, ldx, n, ldy, ny);
+            float *b = gemm_out(k, &W, 1, x, ldx, n, ldy, ny);
+            bad += memcmp(a, b, (size_t)ny * sizeof *a) != 0;
+            cases++;
+            free(a);
+            free(b);
+            free(x);
+            free_weight(&W);
+        }
+        char name[128];
+        snprintf(name, sizeof name, "%s: %s panels = fp32 panels of the expansion, memcmp "
+                 "(%lld cases)", k->name, tname(types[ti]), (long long)cases);
+        check(bad == 0, name, "%lld cases differ", (long long)bad);
+    }
+    for (size_t ti = 1; ti < 3; ti++) { /* every 16-bit pattern */
+        const uint32_t type = types[ti];
+        const uint16_t inf = type == GE_T_F16 ? 0x7c00 : 0x7f80; /* the exponent field */
+        const int64_t r = 65, kk = 1024, n = 7, ldx = kk, ldy = r, ny = (n + 1) * ldy + 32;
+        weight W = alloc_weight(type, r, kk);
+        uint16_t *h = W.src;
+        int64_t at = 0;
+        for (int pass = 0; pass < 2; pass++) /* finite patterns first */
+            for (uint32_t v = 0; v < 65536; v++)
+                if (((v & inf) == inf) == pass)
+                    h[at++] = (uint16_t)v;
+        for (; at < r * kk; at++)
+            h[at] = (uint16_t)(bits(frand()) >> 16) & 0xbfff; /* finite: |v| < 2 */
+        expand(&W);
+        float *x = make_x(n, ldx, 0);
+        float *a = gemm_out(k, &W, 0, x, ldx, n, ldy, ny);
+        float *b = gemm_out(k, &W, 1, x, ldx, n, ldy, ny);
+        int64_t bad = 0;
+        for (int64_t e = 0; e < ny; e++)
+            bad += bits(a[e]) != bits(b[e]) && !(isnan(a[e]) && isnan(b[e]));
+        char name[128];
+        snprintf(name, sizeof name, "%s: %s panels widen all 65536 patterns as the expansion",
+                 k->name, tname(type));
+        check(bad == 0, name, "%lld outputs differ", (long long)bad);
+        free(a);
+        free(b);
+        free(x);
+        free_weight(&W);
+    }
+}
+
 /* The determinism contract: any (t0, t1, r0, r1) split and any neighbours give the same bits. */
 static void check_splits(const ge_kern *k)
 {
     const int64_t rows = 70, cols = 100, n_tok = 37, ldx = cols, ldy = rows;
     weight W = make_weight(GE_T_BF16, rows, cols, 0);
-    float *p = pack(k, &W), *x = make_x(n_tok, ldx, 0);
+    void *p = pack(k, &W, 0);
+    float *x = make_x(n_tok, ldx, 0);
     float *y = xmalloc((size_t)(n_tok * ldy) * sizeof *y);
     float *y2 = xmalloc((size_t)(n_tok * ldy) * sizeof *y2);
-    k->sgemm(p, rows, cols, x, ldx, 0, n_tok, 0, rows, y, ldy);
+    k->sgemm(W.type, p, rows, cols, x, ldx, 0, n_tok, 0, rows, y, ldy);
 
     int64_t diffs = 0;
     for (int trial = 0; trial < 40; trial++) {
@@ -371,7 +474,7 @@ static void check_splits(const ge_kern *k)
                 int64_t r1 = r0 + 16 * (1 + irand(3));
                 if (r1 > rows)
                     r1 = rows;
-                k->sgemm(p, rows, cols, x, ldx, t0, t1, r0, r1, y2, ldy);
+                k->sgemm(W.type, p, rows, cols, x, ldx, t0, t1, r0, r1, y2, ldy);
                 r0 = r1;
             }
             t0 = t1;
@@ -388,7 +491,7 @@ static void check_splits(const ge_kern *k)
         for (int64_t pos = 0; pos < n; pos++) {
             float *xb = make_x(n, ldx, 0);
             memcpy(xb + pos * ldx, x + 5 * ldx, (size_t)cols * sizeof(float));
-            k->sgemm(p, rows, cols, xb, ldx, 0, n, 0, rows, y2, ldy);
+            k->sgemm(W.type, p, rows, cols, xb, ldx, 0, n, 0, rows, y2, ldy);
             for (int64_t o = 0; o < rows; o++)
                 diffs += bits(y2[pos * ldy + o]) != bits(y[5 * ldy + o]);
             free(xb);
@@ -421,7 +524,9 @@ int main(int argc, char **argv)
     check_real_shapes();
     check_odd_shapes();
     check_same_sign();
-    for (int i = 0; i < n_tiers; i++)
+    for (int i = 0; i < n_tiers; i++) {
+        check_panel_types(ge_kern_get((ge_tier)tiers[i]));
         check_splits(ge_kern_get((ge_tier)tiers[i]));
+    }
     return check_done();
 }
