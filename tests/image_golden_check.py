@@ -35,7 +35,6 @@ and a closing "N passed, N failed"; exits 1 on any failure, including a
 missing binary, golden, model or image, or zero records compared.
 """
 
-import hashlib
 import json
 import math
 import os
@@ -53,31 +52,17 @@ REF_280 = {"caption@280"}  # one 280-token image: 3 s here, minutes under the sa
 NORM_TOL = 1e-4
 TIMEOUT = 600
 
-N = {"pass": 0, "fail": 0}
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from selfcheck import report as report_any, sha256  # noqa: E402
+from selfcheck import finish as finish_script  # noqa: E402
 
 
 def report(name, ok, detail=""):
-    if ok:
-        N["pass"] += 1
-        print("PASS: %s" % name, flush=True)
-    else:
-        N["fail"] += 1
-        print("FAIL: %s: %s" % (name, detail), flush=True)
+    report_any(name, ok, detail, quiet_pass=True)  # detail: why it failed
 
 
 def finish():
-    if N["pass"] + N["fail"] == 0:
-        report("image_golden_check ran checks", False, "no checks ran")
-    print("%d passed, %d failed" % (N["pass"], N["fail"]), flush=True)
-    sys.exit(1 if N["fail"] else 0)
-
-
-def sha256(path):
-    h = hashlib.sha256()
-    with open(path, "rb") as f:
-        for chunk in iter(lambda: f.read(1 << 20), b""):
-            h.update(chunk)
-    return h.hexdigest()
+    finish_script("image_golden_check")
 
 
 def cosine(a, b):

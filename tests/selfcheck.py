@@ -1,15 +1,20 @@
-"""tests/selfcheck.py - the check harness of the Python self-tests (ref_selftest.py,
-ref_vision_selftest.py): "PASS: name" / "FAIL: name: detail" / "SKIP: name: why" lines, as
-tests/run counts them, and the totals for the script's exit status."""
+"""tests/selfcheck.py - the check harness of the Python checks (ref_selftest.py,
+ref_vision_selftest.py, golden_check.py, image_golden_check.py): "PASS: name" / "FAIL: name:
+detail" / "SKIP: name: why" lines, as tests/run counts them, and the totals for the script's
+exit status."""
+import hashlib
+import sys
 import traceback
 
 RESULTS = {"pass": 0, "fail": 0, "skip": 0}
 
 
-def report(name, ok, detail=""):
+def report(name, ok, detail="", quiet_pass=False):
+    """detail is printed with a failure, and with a pass unless quiet_pass."""
     RESULTS["pass" if ok else "fail"] += 1
     if ok:
-        print("PASS: %s%s" % (name, " (%s)" % detail if detail else ""), flush=True)
+        print("PASS: %s%s" % (name, " (%s)" % detail if detail and not quiet_pass else ""),
+              flush=True)
     else:
         print("FAIL: %s: %s" % (name, detail), flush=True)
 
@@ -34,3 +39,19 @@ def check(name):
                                                  traceback.format_exc().splitlines()[-3].strip()))
         return fn
     return deco
+
+
+def finish(script):
+    """Print the totals and exit: non-zero on a failure, or when no check ran at all."""
+    if RESULTS["pass"] + RESULTS["fail"] == 0:
+        report("%s ran checks" % script, False, "no checks ran")
+    print("%d passed, %d failed" % (RESULTS["pass"], RESULTS["fail"]), flush=True)
+    sys.exit(1 if RESULTS["fail"] else 0)
+
+
+def sha256(path):
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        for chunk in iter(lambda: f.read(1 << 20), b""):
+            h.update(chunk)
+    return h.hexdigest()
