@@ -24,7 +24,7 @@ typedef struct {
 
 /* The forward's buffers, token-major [n][width] (g and u: one MLP chunk), and the RoPE table. */
 typedef struct {
-    float *x, *a, *q, *k, *v, *o, *in, *g, *u;
+    float *x, *a, *q, *k, *v, *g, *u;
     int32_t *lo, *hi;
     size_t cap;   /* tokens they hold */
     float *cs, *sn;
@@ -217,15 +217,14 @@ static ge_status reserve(ge_vision *v, size_t n, ge_err *err)
     vwork *w = &v->ws;
     if (n <= w->cap)
         return GE_OK;
-    const size_t D = (size_t)v->D, in_w = (size_t)v->patch * v->patch * 3;
+    const size_t D = (size_t)v->D;
     const size_t chunk = n < MLP_CHUNK ? n : MLP_CHUNK, F = (size_t)v->n_ff;
-    float **f[] = {&w->x, &w->a, &w->q, &w->k, &w->v, &w->o};
+    float **f[] = {&w->x, &w->a, &w->q, &w->k, &w->v};
     for (size_t i = 0; i < sizeof f / sizeof f[0]; i++) {
         free(*f[i]);
         *f[i] = malloc(n * D * sizeof **f[i]);
     }
-    free(w->in), free(w->g), free(w->u), free(w->lo), free(w->hi);
-    w->in = malloc(n * in_w * sizeof *w->in);
+    free(w->g), free(w->u), free(w->lo), free(w->hi);
     w->g = malloc(chunk * F * sizeof *w->g);
     w->u = malloc(chunk * F * sizeof *w->u);
     w->lo = calloc(n, sizeof *w->lo);
@@ -234,15 +233,15 @@ static ge_status reserve(ge_vision *v, size_t n, ge_err *err)
     for (size_t i = 0; i < sizeof f / sizeof f[0]; i++)
         if (!*f[i])
             w->cap = 0;
-    if (!w->in || !w->g || !w->u || !w->lo || !w->hi)
+    if (!w->g || !w->u || !w->lo || !w->hi)
         w->cap = 0;
     return w->cap ? GE_OK : ge_fail(err, GE_E_NOMEM, "out of memory for a %zu-patch image", n);
 }
 
 static void work_free(vwork *w)
 {
-    free(w->x), free(w->a), free(w->q), free(w->k), free(w->v), free(w->o);
-    free(w->in), free(w->g), free(w->u), free(w->lo), free(w->hi);
+    free(w->x), free(w->a), free(w->q), free(w->k), free(w->v);
+    free(w->g), free(w->u), free(w->lo), free(w->hi);
     free(w->cs), free(w->sn);
     memset(w, 0, sizeof *w);
 }
@@ -279,7 +278,7 @@ typedef struct {
 typedef enum {
     PASS_PRE_ATTN, /* a = ln1(x) */
     PASS_QKV,      /* q, k: their norms and 2-D RoPE; v: the weightless norm */
-    PASS_POST_ATTN,/* x += attn_post(a); a = ln2(x) */
+    PASS_POST_ATTN,/* x += attn_post(q) (the attention's projection); a = ln2(x) */
     PASS_GELU,     /* g = gelu(g) * u (rows of n_ff) */
     PASS_POST_MLP, /* x += ffn_post(a); then a = ln1(x) of the next layer when there is one */
 } pass_kind;
@@ -314,8 +313,9 @@ static void pass_task(void *ctx, int64_t task, int worker)
     case PASS_POST_ATTN:
     case PASS_POST_MLP: {
         const bool attn = j->kind == PASS_POST_ATTN;
-        k->rmsnorm(w->a + off, t1 - t0, D, attn ? j->cur->attn_post : j->cur->ffn_post, v->eps);
-        add_rows(w->x + off, w->a + off, len);
+        float *branch = attn ? w->q : w->a; /* the attention's or the MLP's output */
+        k->rmsnorm(branch + off, t1 - t0, D, attn ? j->cur->attn_post : j->cur->ffn_post, v->eps);
+        add_rows(w->x + off, branch + off, len);
         const float *next = attn ? j->cur->ln2 : j->next ? j->next->ln1 : NULL;
         if (next) {
             memcpy(w->a + off, w->x + off, len * sizeof *w->a);
@@ -398,13 +398,21 @@ ge_status ge_vision_encode(ge_model *m, ge_vision *v, bool fast, const float *pa
     vwork *w = &v->ws;
     float *row = nbuf + 2 * (4 * D + 2 * hd);
 
-    /* patch embedding: the patch (y, x, c) to the kernel's (c, y, x) order, scaled to [-1, 1] */
+    /* patch embedding: the patch (y, x, c) to the kernel's (c, y, x) order, scaled to [-1, 1];
+     * the reordered copy is freed at once, before the layers touch the workspace (peak RSS) */
+    float *in = malloc(N * in_w * sizeof *in);
+    if (!in) {
+        st = ge_fail(err, GE_E_NOMEM, "out of memory for a %d-patch image", n);
+        goto done;
+    }
     for (size_t t = 0; t < N; t++)
         for (int c = 0; c < 3; c++)
             for (int yx = 0; yx < pp * pp; yx++)
-                w->in[t * in_w + (size_t)c * pp * pp + yx] =
+                in[t * in_w + (size_t)c * pp * pp + yx] =
                     2.0f * (patches[t * in_w + (size_t)yx * 3 + c] - 0.5f);
-    if ((st = linear(&P, w->in, n, (ge_linear_out[]){{&v->patch_embd, w->x}}, 1, err)))
+    st = linear(&P, in, n, (ge_linear_out[]){{&v->patch_embd, w->x}}, 1, err);
+    free(in);
+    if (st)
         goto done;
     for (size_t t = 0; t < N; t++) {
         for (int axis = 0; axis < 2; axis++) {
@@ -436,11 +444,13 @@ ge_status ge_vision_encode(ge_model *m, ge_vision *v, bool fast, const float *pa
                                                         {&l->wv, w->v}}, 3, err)))
             break;
         row_pass(&pj, PASS_QKV, n);
-        ge_attn_args aa = {.q = w->q, .k = w->k, .v = w->v, .o = w->o, .ldq = D, .ldkv = D,
+        /* a is free from the QKV GEMM to the attention output's projection: it takes the
+         * attention output, and q (free after the attention) the projection's */
+        ge_attn_args aa = {.q = w->q, .k = w->k, .v = w->v, .o = w->a, .ldq = D, .ldkv = D,
                            .ldo = D, .n_head = nh, .n_kv = nh, .head_dim = hd, .scale = 1.0f,
                            .key_lo = w->lo, .key_hi = w->hi};
         ge_attention_dense(m, &aa, n, fast); /* every patch sees every patch */
-        if ((st = linear(&P, w->o, n, (ge_linear_out[]){{&l->wo, w->a}}, 1, err)))
+        if ((st = linear(&P, w->a, n, (ge_linear_out[]){{&l->wo, w->q}}, 1, err)))
             break;
         row_pass(&pj, PASS_POST_ATTN, n);
         /* the MLP in chunks of tokens: a -> g, u -> gelu -> a (the chunk's rows of a are read
