@@ -2,12 +2,12 @@
  * numerics).
  *
  * Register tile: MR tokens x NP panels, a panel being two ymm (16 outputs): 3 x 2 in the
- * steady state (12 accumulators + 3 broadcasts + 1 panel half: 7 loads per 12 FMAs; 6 x 1
- * needs 8 and measured 1-4% slower warm, a quarter slower when the weights stream from DRAM
- * with few tokens, PERF.md), wider in panels when the call has 1 or 2 tokens. Each
- * accumulator lane is one output's fma chain over k in order, so tile shapes and the split
- * never change a value. The tile is one template over the panel type T, whose steps of its own
- * are widen8 and in_order. */
+ * steady state (12 accumulators + 3 broadcasts + 1 panel half: 7 loads per 12 FMAs on fp32
+ * panels; 6 x 1 needs 8 and measured 1-4% slower warm, a quarter slower when the weights
+ * stream from DRAM with few tokens, PERF.md), wider in panels when the call has 1 or 2 tokens.
+ * Each accumulator lane is one output's fma chain over k in order, so tile shapes and the
+ * split never change a value. The tile is one template over the panel type T, whose steps of
+ * its own are widen8 and in_order. */
 #include <immintrin.h>
 #include <string.h>
 
