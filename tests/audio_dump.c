@@ -26,51 +26,7 @@
 
 #include "ge.h"
 #include "threads.h"
-
-static void *slurp(const char *path, size_t *len)
-{
-    FILE *f = fopen(path, "rb");
-    if (!f) {
-        perror(path);
-        exit(2);
-    }
-    size_t cap = 1 << 16, n = 0, got;
-    char *b = malloc(cap);
-    while (b && (got = fread(b + n, 1, cap - n, f)) > 0) {
-        n += got;
-        if (n == cap)
-            b = realloc(b, cap *= 2);
-    }
-    fclose(f);
-    if (!b) {
-        fprintf(stderr, "out of memory\n");
-        exit(2);
-    }
-    *len = n;
-    return b;
-}
-
-static void spit(const char *path, const void *p, size_t n)
-{
-    FILE *f = fopen(path, "wb");
-    if (!f || (n && fwrite(p, 1, n, f) != n) || fclose(f) != 0) {
-        perror(path);
-        exit(2);
-    }
-}
-
-static int die(const ge_err *e)
-{
-    printf("error: %s: %s\n", ge_status_name(e->code), e->msg);
-    return 1;
-}
-
-static double now(void)
-{
-    struct timespec t;
-    clock_gettime(CLOCK_MONOTONIC, &t);
-    return t.tv_sec + t.tv_nsec * 1e-9;
-}
+#include "dump_util.h"
 
 static void pool_run(void *pool, int64_t n, ge_task_fn fn, void *ctx)
 {

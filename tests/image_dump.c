@@ -13,53 +13,8 @@
 #include <string.h>
 #include <time.h>
 
+#include "dump_util.h"
 #include "ge.h"
-
-static void *slurp(const char *path, size_t *len)
-{
-    FILE *f = fopen(path, "rb");
-    if (!f) {
-        perror(path);
-        exit(2);
-    }
-    size_t cap = 1 << 16, n = 0;
-    char *b = malloc(cap);
-    size_t got;
-    while (b && (got = fread(b + n, 1, cap - n, f)) > 0) {
-        n += got;
-        if (n == cap)
-            b = realloc(b, cap *= 2);
-    }
-    fclose(f);
-    if (!b) {
-        fprintf(stderr, "out of memory\n");
-        exit(2);
-    }
-    *len = n;
-    return b;
-}
-
-static void spit(const char *path, const void *p, size_t n)
-{
-    FILE *f = fopen(path, "wb");
-    if (!f || fwrite(p, 1, n, f) != n || fclose(f) != 0) {
-        perror(path);
-        exit(2);
-    }
-}
-
-static int die(const ge_err *e)
-{
-    printf("error: %s: %s\n", ge_status_name(e->code), e->msg);
-    return 1;
-}
-
-static double now(void)
-{
-    struct timespec t;
-    clock_gettime(CLOCK_MONOTONIC, &t);
-    return t.tv_sec + t.tv_nsec * 1e-9;
-}
 
 int main(int argc, char **argv)
 {
