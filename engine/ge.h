@@ -357,7 +357,21 @@ void ge_model_set_yield(ge_model *m, ge_yield y);
 /* ge_audio_features on the model's compute pool, with the model's --semantics. */
 ge_status ge_model_audio_features(ge_model *m, const float *pcm, int64_t n, float *feat,
                                   ge_err *err);
-/* Free the media towers' workspaces (kept between images; the next image grows them again). */
+/* Soft tokens of an audio clip of n samples (16 kHz mono) under the model's --semantics:
+ * (L + 3) / 4 for its L valid feature frames (SPEC.md 6.1, ge_audio_frames). 0 when the clip
+ * is too short for one valid frame (officially under 161 samples, about 10 ms): such a clip
+ * is an error record, not an empty audio block. */
+int64_t ge_model_audio_tokens(const ge_model *m, int64_t n);
+/* Soft tokens of one clip pcm[0..n) (16 kHz mono, already cut to --audio-max-seconds): the
+ * front end on the pool, then the audio tower of the first mmproj that has one (--media-fast:
+ * the fast path, else the reference), with the --yield hook between its layers. rows gets
+ * ge_model_audio_tokens(m, n) rows of ge_model_hidden values. GE_E_USAGE without --mmproj;
+ * GE_E_UNSUPPORTED with GE_NO_AUDIO_ENCODER in the message when no mmproj has an audio tower;
+ * GE_E_INPUT for a clip too short for one token. */
+ge_status ge_model_encode_audio(ge_model *m, const float *pcm, int64_t n, float *rows,
+                                ge_err *err);
+#define GE_NO_AUDIO_ENCODER "no audio encoder"
+/* Free the media towers' workspaces (kept between items; the next item grows them again). */
 void ge_model_trim(ge_model *m);
 
 /* Where the time went, for --bench: wall time of each kind of operation since the last
@@ -374,6 +388,9 @@ typedef struct {
     unsigned long long tokens, sequences, waves;
     double vision_seconds;      /* ge_model_encode_image, less the text it yielded to */
     unsigned long long images;
+    double audio_seconds;       /* ge_model_encode_audio (front end + tower), less yields */
+    unsigned long long clips;
+    double audio_in_seconds;    /* duration of the audio encoded (samples / 16000) */
 } ge_stats;
 const char *ge_op_name(ge_op op);
 void ge_model_stats(const ge_model *m, ge_stats *out);

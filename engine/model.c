@@ -463,6 +463,20 @@ ge_status ge_model_encode_image(ge_model *m, const float *patches, const int32_t
     return st;
 }
 
+int64_t ge_model_audio_tokens(const ge_model *m, int64_t n)
+{
+    int64_t valid = 0;
+    ge_audio_frames(n, (ge_semantics)m->cfg.v[GE_CFG_SEMANTICS], &valid);
+    return (valid + 3) / 4;
+}
+
+ge_status ge_model_encode_audio(ge_model *m, const float *pcm, int64_t n, float *rows,
+                                ge_err *err)
+{
+    (void)m, (void)pcm, (void)n, (void)rows; /* the tower lands in engine/audio.c */
+    return ge_fail(err, GE_E_UNSUPPORTED, "the audio tower is not built yet");
+}
+
 void ge_model_set_yield(ge_model *m, ge_yield y) { m->yield = y; }
 
 void ge_model_trim(ge_model *m)
