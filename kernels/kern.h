@@ -24,8 +24,9 @@ typedef enum {
     GE_TIER_COUNT
 } ge_tier;
 
-/* The gate activation of a GELU-gated MLP (gelu_mul). */
-typedef enum { GE_GELU_TANH, GE_GELU_QUICK } ge_gelu;
+/* The activation of act_mul: a GELU-gated MLP's (tanh form or quick-GELU), SiLU, or the
+ * sigmoid gate of a GLU. */
+typedef enum { GE_GELU_TANH, GE_GELU_QUICK, GE_SILU, GE_SIGMOID } ge_act;
 #define GE_QUICK_GELU_K 1.702f /* quick-GELU: x * sigmoid(1.702 x) */
 
 /* Q8_0 activations in the one format every tier reads and writes (bit-identical across
@@ -111,10 +112,11 @@ typedef struct ge_kern {
                   int64_t ldy);
 
     /* ---- activations -------------------------------------------------------------------- */
-    /* g[i] = gelu(g[i]) * u[i] for i < n: the tanh form (scalar: tanhf; vector tiers: the same
-     * function written as x * sigmoid(2z) with the polynomial exp, within a few ulp), or
-     * quick-GELU x * sigmoid(1.702 x) (scalar: expf; vector tiers: the polynomial exp). */
-    void (*gelu_mul)(float *g, const float *u, int64_t n, ge_gelu kind);
+    /* g[i] = act(g[i]) * u[i] for i < n (u NULL: act(g[i])): tanh GELU (scalar: tanhf; vector
+     * tiers: the same function written as x * sigmoid(2z) with the polynomial exp, within a
+     * few ulp), quick-GELU x * sigmoid(1.702 x), SiLU x * sigmoid(x), sigmoid(x) (scalar:
+     * expf; vector tiers: the polynomial exp). */
+    void (*act_mul)(float *g, const float *u, int64_t n, ge_act kind);
 
     /* ---- per-row operations: bit-identical on every tier (the goldens do not move) ------ */
     /* RMSNorm in place of rows x[r * n + i], r < rows, i < n: x = x * inv * w (w[n], NULL:
