@@ -332,24 +332,6 @@ static ge_status linear(const path *P, const float *x, int n, const ge_tensor *w
                    : ge_linear_many_ref(P->m, x, n, &o, 1, err);
 }
 
-static inline float clampf(float x, float lo, float hi)
-{
-    return x < lo ? lo : x > hi ? hi : x; /* NaN passes through, as torch.clamp */
-}
-
-static void clamp_rows(float *x, size_t n, float lo, float hi)
-{
-    for (size_t i = 0; i < n; i++)
-        x[i] = clampf(x[i], lo, hi);
-}
-
-/* dst = clamp(src) (dst may be src) */
-static void clamp_copy(float *dst, const float *src, size_t n, float lo, float hi)
-{
-    for (size_t i = 0; i < n; i++)
-        dst[i] = clampf(src[i], lo, hi);
-}
-
 /* One layer's vectors as fp32 (the row passes read them from every worker). */
 typedef struct {
     float *ffn_norm[2], *ffn_post[2], *attn_pre, *attn_post, *conv_norm, *norm_conv, *ln2;
@@ -363,6 +345,7 @@ typedef enum {
     PASS_FFN_ACT,  /* h = clamp_in(down, silu(clamp_out(up, h))) (rows of n_ff) */
     PASS_FFN_OUT,  /* x += 0.5 post(clamp(clamp_out(down, a))); last: x = ln2(clamp(x)) */
     PASS_ATTN_IN,  /* a = attn_pre(clamp(x)) */
+    PASS_CLAMP,    /* b = clamp(a) to [lo, hi] (the input of q, k or v) */
     PASS_QKV,      /* q, k, v = their clamp_out; q, k scaled */
     PASS_ATTN,     /* b = the local attention of q, k, v; clamp_in(o, b) */
     PASS_ATTN_OUT, /* x += attn_post(clamp(clamp_out(o, a))) */
@@ -381,51 +364,17 @@ typedef struct {
     const float *rel;  /* this layer's [N_REL][D] */
     int ffn;           /* which FFN */
     int64_t n, off;    /* tokens of this pass; first token (chunked passes) */
-    int64_t width;     /* row width of the pass's rows (FFN_ACT: n_ff; GLU: 2 D) */
+    int64_t width;     /* row width of the pass's rows (FFN_ACT: n_ff) */
+    float lo, hi;      /* PASS_CLAMP's bounds */
     bool last;         /* FFN_OUT of the second FFN: ln2 follows */
 } pass_job;
 
+/* dst = norm(clamp(src, +-GRAD_CLIP)) (dst may be src) */
 static void rmsnorm_clamped(const ge_kern *k, float *dst, const float *src, int64_t rows,
                             int64_t D, const float *w)
 {
-    clamp_copy(dst, src, (size_t)(rows * D), -GRAD_CLIP, GRAD_CLIP);
+    k->clamp(dst, src, rows * D, -GRAD_CLIP, GRAD_CLIP);
     k->rmsnorm(dst, rows, D, w, NORM_EPS);
-}
-
-/* The local attention of tokens [t0, t1): query t sees keys max(0, t - 11) .. t with the
- * relative key of distance t - s; logits capped at 50 before the fp32 softmax. */
-static void attention_rows(const pass_job *j, int64_t t0, int64_t t1)
-{
-    const ge_audio_tower *t = j->t;
-    const awork *w = &t->ws;
-    const int D = t->D, nh = t->n_head, hd = t->head_dim;
-    for (int64_t i = t0; i < t1; i++) {
-        const int64_t s0 = i - (CONTEXT - 1) > 0 ? i - (CONTEXT - 1) : 0;
-        for (int h = 0; h < nh; h++) {
-            const float *q = w->q + (size_t)i * D + (size_t)h * hd;
-            float p[CONTEXT], mx = -INFINITY;
-            for (int64_t s = s0; s <= i; s++) {
-                const float *kk = w->k + (size_t)s * D + (size_t)h * hd;
-                const float *r = j->rel + (size_t)(i - s) * D + (size_t)h * hd;
-                float ak = 0.0f, ar = 0.0f;
-                for (int e = 0; e < hd; e++)
-                    ak += q[e] * kk[e], ar += q[e] * r[e];
-                const float l = LOGIT_CAP * tanhf((ak + ar) / LOGIT_CAP);
-                p[s - s0] = l;
-                mx = l > mx ? l : mx;
-            }
-            float sum = 0.0f;
-            for (int64_t s = s0; s <= i; s++)
-                sum += p[s - s0] = expf(p[s - s0] - mx);
-            float *o = w->b + (size_t)i * D + (size_t)h * hd;
-            memset(o, 0, (size_t)hd * sizeof *o);
-            for (int64_t s = s0; s <= i; s++) {
-                const float *vv = w->v + (size_t)s * D + (size_t)h * hd, ps = p[s - s0] / sum;
-                for (int e = 0; e < hd; e++)
-                    o[e] += ps * vv[e];
-            }
-        }
-    }
 }
 
 static void pass_task(void *ctx, int64_t task, int worker)
@@ -443,20 +392,20 @@ static void pass_task(void *ctx, int64_t task, int worker)
     switch (j->kind) {
     case PASS_FFN_IN:
         rmsnorm_clamped(k, w->a + off, w->x + off, rows, D, nv->ffn_norm[j->ffn]);
-        clamp_rows(w->a + off, len, l->up[j->ffn].in_lo, l->up[j->ffn].in_hi);
+        k->clamp(w->a + off, w->a + off, (int64_t)len, l->up[j->ffn].in_lo, l->up[j->ffn].in_hi);
         break;
     case PASS_FFN_ACT: {
         const clin *up = &l->up[j->ffn], *dn = &l->down[j->ffn];
         float *h = w->h + (size_t)t0 * j->width;
-        const size_t n = (size_t)rows * j->width;
-        clamp_rows(h, n, up->out_lo, up->out_hi);
-        k->act_mul(h, NULL, (int64_t)n, GE_SILU);
-        clamp_rows(h, n, dn->in_lo, dn->in_hi);
+        const int64_t n = rows * j->width;
+        k->clamp(h, h, n, up->out_lo, up->out_hi);
+        k->act_mul(h, NULL, n, GE_SILU);
+        k->clamp(h, h, n, dn->in_lo, dn->in_hi);
         break;
     }
     case PASS_FFN_OUT: {
         float *a = w->a + off, *x = w->x + off;
-        clamp_rows(a, len, l->down[j->ffn].out_lo, l->down[j->ffn].out_hi);
+        k->clamp(a, a, (int64_t)len, l->down[j->ffn].out_lo, l->down[j->ffn].out_hi);
         rmsnorm_clamped(k, a, a, rows, D, nv->ffn_post[j->ffn]);
         for (size_t i = 0; i < len; i++)
             x[i] += 0.5f * a[i]; /* the macaron half step */
@@ -467,25 +416,33 @@ static void pass_task(void *ctx, int64_t task, int worker)
     case PASS_ATTN_IN:
         rmsnorm_clamped(k, w->a + off, w->x + off, rows, D, nv->attn_pre);
         break;
+    case PASS_CLAMP:
+        k->clamp(w->b + off, w->a + off, (int64_t)len, j->lo, j->hi);
+        break;
     case PASS_QKV: {
         const float ks = (float)(log1p(exp(1.0)) / log(2.0));
         float *q = w->q + off, *kk = w->k + off, *v = w->v + off;
-        clamp_rows(q, len, l->q.out_lo, l->q.out_hi);
-        clamp_rows(kk, len, l->k.out_lo, l->k.out_hi);
-        clamp_rows(v, len, l->v.out_lo, l->v.out_hi);
+        k->clamp(q, q, (int64_t)len, l->q.out_lo, l->q.out_hi);
+        k->clamp(kk, kk, (int64_t)len, l->k.out_lo, l->k.out_hi);
+        k->clamp(v, v, (int64_t)len, l->v.out_lo, l->v.out_hi);
         for (size_t i = 0; i < len; i++) {
             q[i] *= nv->qs[i % (size_t)t->head_dim];
             kk[i] *= ks;
         }
         break;
     }
-    case PASS_ATTN:
-        attention_rows(j, t0, t1);
-        clamp_rows(w->b + off, len, l->o.in_lo, l->o.in_hi);
+    case PASS_ATTN: {
+        const ge_attn_rel_args aa = {.q = w->q, .k = w->k, .v = w->v, .r = j->rel, .o = w->b,
+                                     .ld = (int64_t)D, .n_head = t->n_head,
+                                     .head_dim = t->head_dim, .window = CONTEXT,
+                                     .cap = LOGIT_CAP};
+        k->attn_rel(&aa, t0, t1);
+        k->clamp(w->b + off, w->b + off, (int64_t)len, l->o.in_lo, l->o.in_hi);
         break;
+    }
     case PASS_ATTN_OUT: {
         float *a = w->a + off, *x = w->x + off;
-        clamp_rows(a, len, l->o.out_lo, l->o.out_hi);
+        k->clamp(a, a, (int64_t)len, l->o.out_lo, l->o.out_hi);
         rmsnorm_clamped(k, a, a, rows, D, nv->attn_post);
         for (size_t i = 0; i < len; i++)
             x[i] += a[i];
@@ -494,13 +451,13 @@ static void pass_task(void *ctx, int64_t task, int worker)
     case PASS_CONV_IN:
         memcpy(w->a + off, w->x + off, len * sizeof *w->a);
         k->rmsnorm(w->a + off, rows, D, nv->conv_norm, NORM_EPS);
-        clamp_rows(w->a + off, len, l->pw1.in_lo, l->pw1.in_hi);
+        k->clamp(w->a + off, w->a + off, (int64_t)len, l->pw1.in_lo, l->pw1.in_hi);
         break;
     case PASS_GLU: {
         /* rows of h [2 D] are chunk-relative; b rows are absolute (j->off + row) */
         for (int64_t r = t0; r < t1; r++) {
             float *h = w->h + (size_t)r * 2 * D, *b = w->b + (size_t)(j->off + r) * D;
-            clamp_rows(h, 2 * D, l->pw1.out_lo, l->pw1.out_hi);
+            k->clamp(h, h, (int64_t)(2 * D), l->pw1.out_lo, l->pw1.out_hi);
             memcpy(b, h + D, D * sizeof *b);
             k->act_mul(b, h, (int64_t)D, GE_SIGMOID); /* first half x sigmoid(second half) */
         }
@@ -522,13 +479,14 @@ static void pass_task(void *ctx, int64_t task, int worker)
         }
         rmsnorm_clamped(k, w->a + off, w->a + off, rows, D, nv->norm_conv);
         k->act_mul(w->a + off, NULL, (int64_t)len, GE_SILU);
-        clamp_rows(w->a + off, len, l->pw2.in_lo, l->pw2.in_hi);
+        k->clamp(w->a + off, w->a + off, (int64_t)len, l->pw2.in_lo, l->pw2.in_hi);
         break;
     }
     case PASS_CONV_OUT: {
         float *b = w->b + off, *x = w->x + off;
+        k->clamp(b, b, (int64_t)len, l->pw2.out_lo, l->pw2.out_hi);
         for (size_t i = 0; i < len; i++)
-            x[i] += clampf(b[i], l->pw2.out_lo, l->pw2.out_hi);
+            x[i] += b[i];
         break;
     }
     }
@@ -631,39 +589,41 @@ static ge_status reserve(ge_audio_tower *t, size_t n, ge_err *err)
 }
 
 /* LayerNorm (mean and biased variance, weight, no bias) over each position's c channels,
- * then ReLU: the sub-sampler's per-position pass. */
+ * then ReLU: the sub-sampler's per-position pass. With the mean taken out, the LayerNorm is
+ * the RMSNorm kernel of the centred row. */
 typedef struct {
+    const ge_kern *k;
     float *x;
     int64_t n;
     int c;
     const float *w;
 } ln_job;
 
+#define LN_BLOCK 256 /* positions per task */
+
 static void ln_relu_task(void *ctx, int64_t task, int worker)
 {
     (void)worker;
     const ln_job *j = ctx;
-    const int64_t p1 = (task + 1) * 256 < j->n ? (task + 1) * 256 : j->n;
-    for (int64_t p = task * 256; p < p1; p++) {
-        float *x = j->x + (size_t)p * j->c;
-        float mean = 0.0f, var = 0.0f;
+    const int64_t p1 = (task + 1) * LN_BLOCK < j->n ? (task + 1) * LN_BLOCK : j->n;
+    for (int64_t p = task * LN_BLOCK; p < p1; p++) {
+        float *x = j->x + (size_t)p * j->c, mean = 0.0f;
         for (int i = 0; i < j->c; i++)
             mean += x[i];
         mean /= (float)j->c;
         for (int i = 0; i < j->c; i++)
-            var += (x[i] - mean) * (x[i] - mean);
-        const float inv = 1.0f / sqrtf(var / (float)j->c + NORM_EPS);
-        for (int i = 0; i < j->c; i++) {
-            const float y = (x[i] - mean) * inv * j->w[i];
-            x[i] = y > 0.0f ? y : 0.0f;
-        }
+            x[i] -= mean;
     }
+    float *x0 = j->x + (size_t)task * LN_BLOCK * j->c;
+    const int64_t len = (p1 - task * LN_BLOCK) * j->c;
+    j->k->rmsnorm(x0, p1 - task * LN_BLOCK, j->c, j->w, NORM_EPS);
+    j->k->clamp(x0, x0, len, 0.0f, INFINITY); /* ReLU */
 }
 
-static void ln_relu(ge_model *m, float *x, int64_t n, int c, const float *w)
+static void ln_relu(const path *P, float *x, int64_t n, int c, const float *w)
 {
-    ln_job j = {x, n, c, w};
-    ge_parallel(m, (n + 255) / 256, 0, ln_relu_task, &j);
+    ln_job j = {P->k, x, n, c, w};
+    ge_parallel(P->m, (n + LN_BLOCK - 1) / LN_BLOCK, 0, ln_relu_task, &j);
 }
 
 /* The 3x3 patch at output (r, f) of a stride-2, padding-1 convolution over rows [0, rows) of
@@ -707,7 +667,7 @@ static ge_status subsample(const path *P, ge_audio_tower *t, const float *feat, 
                 gather(p0 + ((size_t)(y - a) * m2 + f) * 9, feat, 0, 0, L, M, 1, y, f);
         if ((st = linear(P, p0, (int)((z - a) * m2), &t->conv0, h0, err)))
             break;
-        ln_relu(P->m, h0, (z - a) * m2, c0, norms);
+        ln_relu(P, h0, (z - a) * m2, c0, norms);
         for (int64_t y = 0; y < rn; y++)
             for (int f = 0; f < m4; f++)
                 gather(p1 + ((size_t)y * m4 + f) * 9 * c0, h0, a, a, z, m2, c0, r + y, f);
@@ -715,7 +675,7 @@ static ge_status subsample(const path *P, ge_audio_tower *t, const float *feat, 
     }
     if (st)
         return st;
-    ln_relu(P->m, out, T2 * m4, c1, norms + c0);
+    ln_relu(P, out, T2 * m4, c1, norms + c0);
     return linear(P, out, (int)T2, &t->in_proj, w->x, err);
 }
 
@@ -751,13 +711,13 @@ static ge_status attention(pass_job *pj, int n, ge_err *err)
 {
     const alayer *l = pj->l;
     awork *w = &((ge_audio_tower *)pj->t)->ws;
-    const size_t len = (size_t)n * pj->t->D;
     row_pass(pj, PASS_ATTN_IN, n);
     const clin *qkv[3] = {&l->q, &l->k, &l->v};
     float *dst[3] = {w->q, w->k, w->v};
     ge_status st = GE_OK;
     for (int i = 0; i < 3 && !st; i++) {
-        clamp_copy(w->b, w->a, len, qkv[i]->in_lo, qkv[i]->in_hi);
+        pj->lo = qkv[i]->in_lo, pj->hi = qkv[i]->in_hi;
+        row_pass(pj, PASS_CLAMP, n);
         st = linear(pj->P, w->b, n, &qkv[i]->w, dst[i], err);
     }
     if (st)

@@ -21,6 +21,14 @@ void ge_act_mul_scalar(float *g, const float *u, int64_t n, ge_act kind)
     }
 }
 
+void ge_clamp_scalar(float *dst, const float *src, int64_t n, float lo, float hi)
+{
+    for (int64_t i = 0; i < n; i++) {
+        const float x = src[i] < lo ? lo : src[i];
+        dst[i] = x > hi ? hi : x;
+    }
+}
+
 /* The eight partial sums are the lanes of a 256-bit vector in the tiers (kern.h has the
  * order); w NULL skips the weight. */
 void ge_rmsnorm_scalar(float *x, int64_t rows, int64_t n, const float *w, float eps)
@@ -58,16 +66,19 @@ void ge_rope_scalar(float *v, int64_t n_head, int64_t d, const float *cs, const 
 void ge_act_fill(ge_kern *k, ge_tier tier)
 {
     k->act_mul = ge_act_mul_scalar;
+    k->clamp = ge_clamp_scalar;
     k->rmsnorm = ge_rmsnorm_scalar;
     k->rope = ge_rope_scalar;
 #if defined(__x86_64__)
     if (tier == GE_TIER_AVX2 || tier == GE_TIER_AVXVNNI) {
         k->act_mul = ge_act_mul_avx2;
+        k->clamp = ge_clamp_avx2;
         k->rmsnorm = ge_rmsnorm_avx2;
         k->rope = ge_rope_avx2;
     }
     if (tier == GE_TIER_AVX512) {
         k->act_mul = ge_act_mul_avx512;
+        k->clamp = ge_clamp_avx512;
         k->rmsnorm = ge_rmsnorm_avx512;
         k->rope = ge_rope_avx512;
     }

@@ -46,6 +46,20 @@ void ge_act_mul_avx2(float *g, const float *u, int64_t n, ge_act kind)
     }
 }
 
+/* max(lo, x) then min(hi, .) with the bound first: a NaN x comes through, as in the scalar
+ * tier's comparisons */
+void ge_clamp_avx2(float *dst, const float *src, int64_t n, float lo, float hi)
+{
+    const __m256 l = _mm256_set1_ps(lo), h = _mm256_set1_ps(hi);
+    int64_t i = 0;
+    for (; i + 8 <= n; i += 8)
+        _mm256_storeu_ps(dst + i, _mm256_min_ps(h, _mm256_max_ps(l, _mm256_loadu_ps(src + i))));
+    for (; i < n; i++) {
+        const float x = src[i] < lo ? lo : src[i];
+        dst[i] = x > hi ? hi : x;
+    }
+}
+
 /* ---- per-row operations (kern.h: bit-identical to the scalar tier) ------------------- */
 
 /* lanes [0, m) of a row's partial last block: tail_mask + 8 - m */

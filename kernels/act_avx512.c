@@ -46,6 +46,20 @@ void ge_act_mul_avx512(float *g, const float *u, int64_t n, ge_act kind)
     }
 }
 
+/* max(lo, x) then min(hi, .) with the bound first: a NaN x comes through, as in the scalar
+ * tier's comparisons */
+void ge_clamp_avx512(float *dst, const float *src, int64_t n, float lo, float hi)
+{
+    const __m512 l = _mm512_set1_ps(lo), h = _mm512_set1_ps(hi);
+    int64_t i = 0;
+    for (; i + 16 <= n; i += 16)
+        _mm512_storeu_ps(dst + i, _mm512_min_ps(h, _mm512_max_ps(l, _mm512_loadu_ps(src + i))));
+    for (; i < n; i++) {
+        const float x = src[i] < lo ? lo : src[i];
+        dst[i] = x > hi ? hi : x;
+    }
+}
+
 /* ---- per-row operations (kern.h: bit-identical to the scalar tier) ------------------- */
 
 /* ((s0 + s4) + (s1 + s5)) + ((s2 + s6) + (s3 + s7)), the scalar tier's order */

@@ -78,6 +78,20 @@ typedef struct {
     float scale;
 } ge_attn_dense_args;
 
+/* Local attention with relative-position keys (the audio conformer, SPEC.md 6.3): query i of
+ * head h sees keys s = max(0, i - window + 1) .. i; logit = q_i . k_s + q_i . r_(i-s) (q
+ * already scaled), capped as cap * tanh(logit / cap), softmax in fp32 over those keys, o_i =
+ * sum p_s v_s. attn_rel.h has the numerics. */
+#define GE_ATTN_REL_MAX_WINDOW 16
+typedef struct {
+    const float *q, *k, *v; /* [n][ld], head h at h * head_dim */
+    const float *r;         /* [window][ld]: the relative key of each distance 0 .. window-1 */
+    float *o;               /* [n][ld] */
+    int64_t ld;
+    int n_head, head_dim, window; /* window <= GE_ATTN_REL_MAX_WINDOW */
+    float cap;
+} ge_attn_rel_args;
+
 typedef struct ge_kern {
     const char *name; /* tier name: "scalar", "avx2", "avxvnni", "avx512", "neon" */
     ge_tier tier;
@@ -143,6 +157,12 @@ typedef struct ge_kern {
      * attn). */
     void (*attn_dense)(const ge_attn_dense_args *a, int head, int64_t q0, int64_t q1,
                        float *scratch);
+    /* Local relative-position attention of every head, query rows [q0, q1). */
+    void (*attn_rel)(const ge_attn_rel_args *a, int64_t q0, int64_t q1);
+
+    /* dst[i] = src[i] clamped to [lo, hi] for i < n (dst may be src): exact on every tier; a
+     * NaN stays NaN (torch.clamp). */
+    void (*clamp)(float *dst, const float *src, int64_t n, float lo, float hi);
 } ge_kern;
 
 /* Per-family fill functions (kernels/<family>.c): set the family's pointers for a tier,
@@ -152,6 +172,7 @@ void ge_sgemm_fill(ge_kern *k, ge_tier tier);
 void ge_attn_fill(ge_kern *k, ge_tier tier);
 void ge_peak_fill(ge_kern *k, ge_tier tier);
 void ge_act_fill(ge_kern *k, ge_tier tier);
+void ge_attn_rel_fill(ge_kern *k, ge_tier tier);
 
 /* ---- CPU features and tier selection (cpu.c, dispatch.c) ------------------------------- */
 

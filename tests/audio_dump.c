@@ -234,6 +234,16 @@ static int tower(int argc, char **argv, bool clip)
     }
     r.out = malloc((size_t)(tokens > 0 ? tokens : 1) * H * sizeof *r.out);
     int rc = timed(run_tower, &r, argv[4]);
+    if (!rc && getenv("AUDIO_DUMP_REPEAT")) { /* where the time went, over all the runs */
+        ge_stats st;
+        ge_model_stats(r.m, &st);
+        for (int op = 0; op < GE_OP_COUNT; op++)
+            if (st.calls[op])
+                fprintf(stderr, "  %-10s %8.3f s %8llu calls %8.1f GMAC/s\n", ge_op_name(op),
+                        st.seconds[op], st.calls[op],
+                        st.seconds[op] > 0 ? st.macs[op] / st.seconds[op] * 1e-9 : 0.0);
+        fprintf(stderr, "  audio      %8.3f s (front end + tower)\n", st.audio_seconds);
+    }
     if (!rc) {
         spit(argv[clip ? 5 : 7], r.out, (size_t)tokens * H * sizeof *r.out);
         if (clip)
