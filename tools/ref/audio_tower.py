@@ -135,9 +135,10 @@ def local_attention(q, k, v, R, window=CHUNK, cap=LOGIT_CAP):
 
 
 class AudioTower:
-    def __init__(self, path_or_gguf, cache_weights=True, overrides=None):
+    def __init__(self, path_or_gguf, cache_weights=None, overrides=None):
         """overrides: {tensor name: array} replacing (or adding) weights, in numpy shape;
-        the self-test uses it for negative controls."""
+        the self-test uses it for negative controls. cache_weights (default: when the
+        audio tensors hold at most 30 M values) keeps the dequantised float64 weights."""
         g = path_or_gguf if isinstance(path_or_gguf, GGUFFile) else GGUFFile(path_or_gguf)
         self.g = g
         if g.require("general.architecture") != "clip":
@@ -159,7 +160,9 @@ class AudioTower:
             raise GGUFError("audio embedding_length %d vs head_count %d" % (D, nh))
         self.head_dim = D // nh
         self.overrides = dict(overrides or {})
-        self.cache_weights = cache_weights
+        total = sum(t.n_elements for n, t in g.tensors.items()
+                    if n.startswith("a.") or n.startswith("mm.a."))
+        self.cache_weights = total <= 30_000_000 if cache_weights is None else cache_weights
         self._cache = {}
 
         c0 = g.info("a.conv1d.0.weight").dims
