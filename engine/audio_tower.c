@@ -335,7 +335,7 @@ static ge_status linear(const path *P, const float *x, int n, const ge_tensor *w
 /* One layer's vectors as fp32 (the row passes read them from every worker). */
 typedef struct {
     float *ffn_norm[2], *ffn_post[2], *attn_pre, *attn_post, *conv_norm, *norm_conv, *ln2;
-    float *dw;  /* [D][K] */
+    float *dw;  /* [K][D] */
     float qs[MAX_HEAD_DIM]; /* q's scale per head dim: hd^-1/2 / ln 2 * per_dim_scale (softplus'd) */
 } vecs;
 
@@ -463,25 +463,12 @@ static void pass_task(void *ctx, int64_t task, int worker)
         }
         break;
     }
-    case PASS_DW: {
-        const int K = t->K;
-        for (int64_t r = t0; r < t1; r++) {
-            float *a = w->a + (size_t)r * D;
-            for (size_t c = 0; c < D; c++) {
-                float s = 0.0f;
-                for (int q = 0; q < K; q++) {
-                    const int64_t src = r - (K - 1) + q; /* K - 1 zeros on the left */
-                    if (src >= 0)
-                        s += nv->dw[c * (size_t)K + q] * w->b[(size_t)src * D + c];
-                }
-                a[c] = s;
-            }
-        }
+    case PASS_DW:
+        k->dwconv(w->a, w->b, t0, t1, nv->dw, t->K, (int64_t)D);
         rmsnorm_clamped(k, w->a + off, w->a + off, rows, D, nv->norm_conv);
         k->act_mul(w->a + off, NULL, (int64_t)len, GE_SILU);
         k->clamp(w->a + off, w->a + off, (int64_t)len, l->pw2.in_lo, l->pw2.in_hi);
         break;
-    }
     case PASS_CONV_OUT: {
         float *b = w->b + off, *x = w->x + off;
         k->clamp(b, b, (int64_t)len, l->pw2.out_lo, l->pw2.out_hi);
@@ -511,9 +498,13 @@ static ge_status load_vecs(const ge_audio_tower *t, const alayer *l, vecs *v, fl
         *dst[i] = buf;
         ge_tensor_row(src[i], 0, buf);
     }
-    v->dw = buf;
-    for (int c = 0; c < t->D; c++)
-        ge_tensor_row(&l->dw, c, v->dw + (size_t)c * t->K);
+    v->dw = buf; /* [K][D], taps major, from the file's [D][K] */
+    float taps[64];
+    for (int c = 0; c < t->D; c++) {
+        ge_tensor_row(&l->dw, c, taps);
+        for (int q = 0; q < t->K; q++)
+            v->dw[(size_t)q * t->D + c] = taps[q];
+    }
     float pds[MAX_HEAD_DIM];
     ge_tensor_row(&l->pds, 0, pds);
     const double qs = 1.0 / sqrt((double)t->head_dim) / log(2.0);

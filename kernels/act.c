@@ -29,6 +29,18 @@ void ge_clamp_scalar(float *dst, const float *src, int64_t n, float lo, float hi
     }
 }
 
+void ge_dwconv_scalar(float *y, const float *x, int64_t t0, int64_t t1, const float *w, int k,
+                      int64_t c)
+{
+    for (int64_t t = t0; t < t1; t++)
+        for (int64_t i = 0; i < c; i++) {
+            float s = 0.0f;
+            for (int q = t - (k - 1) < 0 ? (int)(k - 1 - t) : 0; q < k; q++)
+                s += w[q * c + i] * x[(t - (k - 1) + q) * c + i];
+            y[t * c + i] = s;
+        }
+}
+
 /* The eight partial sums are the lanes of a 256-bit vector in the tiers (kern.h has the
  * order); w NULL skips the weight. */
 void ge_rmsnorm_scalar(float *x, int64_t rows, int64_t n, const float *w, float eps)
@@ -67,18 +79,21 @@ void ge_act_fill(ge_kern *k, ge_tier tier)
 {
     k->act_mul = ge_act_mul_scalar;
     k->clamp = ge_clamp_scalar;
+    k->dwconv = ge_dwconv_scalar;
     k->rmsnorm = ge_rmsnorm_scalar;
     k->rope = ge_rope_scalar;
 #if defined(__x86_64__)
     if (tier == GE_TIER_AVX2 || tier == GE_TIER_AVXVNNI) {
         k->act_mul = ge_act_mul_avx2;
         k->clamp = ge_clamp_avx2;
+        k->dwconv = ge_dwconv_avx2;
         k->rmsnorm = ge_rmsnorm_avx2;
         k->rope = ge_rope_avx2;
     }
     if (tier == GE_TIER_AVX512) {
         k->act_mul = ge_act_mul_avx512;
         k->clamp = ge_clamp_avx512;
+        k->dwconv = ge_dwconv_avx512;
         k->rmsnorm = ge_rmsnorm_avx512;
         k->rope = ge_rope_avx512;
     }

@@ -60,6 +60,28 @@ void ge_clamp_avx512(float *dst, const float *src, int64_t n, float lo, float hi
     }
 }
 
+void ge_dwconv_avx512(float *y, const float *x, int64_t t0, int64_t t1, const float *w,
+                     int k, int64_t c)
+{
+    for (int64_t t = t0; t < t1; t++) {
+        const int q0 = t - (k - 1) < 0 ? (int)(k - 1 - t) : 0; /* taps before row 0 are zeros */
+        int64_t i = 0;
+        for (; i + 16 <= c; i += 16) {
+            __m512 s = _mm512_setzero_ps();
+            for (int q = q0; q < k; q++)
+                s = _mm512_add_ps(s, _mm512_mul_ps(_mm512_loadu_ps(w + q * c + i),
+                                            _mm512_loadu_ps(x + (t - (k - 1) + q) * c + i)));
+            _mm512_storeu_ps(y + t * c + i, s);
+        }
+        for (; i < c; i++) {
+            float s = 0.0f;
+            for (int q = q0; q < k; q++)
+                s += w[q * c + i] * x[(t - (k - 1) + q) * c + i];
+            y[t * c + i] = s;
+        }
+    }
+}
+
 /* ---- per-row operations (kern.h: bit-identical to the scalar tier) ------------------- */
 
 /* ((s0 + s4) + (s1 + s5)) + ((s2 + s6) + (s3 + s7)), the scalar tier's order */

@@ -163,6 +163,12 @@ typedef struct ge_kern {
     /* dst[i] = src[i] clamped to [lo, hi] for i < n (dst may be src): exact on every tier; a
      * NaN stays NaN (torch.clamp). */
     void (*clamp)(float *dst, const float *src, int64_t n, float lo, float hi);
+    /* Causal depthwise convolution over rows of c channels: y[t][i] = sum over q < k of
+     * w[q][i] x[t - (k - 1) + q][i] for t in [t0, t1), taps before row 0 left out (zero
+     * padding); each product rounded, then added in increasing q from +0 (no FMA):
+     * bit-identical on every tier. */
+    void (*dwconv)(float *y, const float *x, int64_t t0, int64_t t1, const float *w, int k,
+                   int64_t c);
 } ge_kern;
 
 /* Per-family fill functions (kernels/<family>.c): set the family's pointers for a tier,

@@ -318,6 +318,41 @@ static void check_clamp(void)
     }
 }
 
+/* dwconv: kern.h's order transcribed here; every tier gives its bits (rows near 0 with their
+ * left-out taps, channel counts over the vector remainders), in pieces or in one call */
+static void check_dwconv(void)
+{
+    for (int ti = 0; ti < n_tiers; ti++) {
+        const ge_kern *k = ge_kern_get((ge_tier)tiers[ti]);
+        int bad = 0;
+        for (int64_t c = 1; c <= 70; c += 3)
+            for (int kw = 1; kw <= 5; kw += 2) {
+                const int64_t n = 9;
+                float *x = make_rows(n, c, 2.0f), *w = make_rows(kw, c, 1.0f);
+                float *y = make_rows(n, c, 0.0f), *y2 = make_rows(n, c, 0.0f);
+                k->dwconv(y, x, 0, n, w, kw, c);
+                k->dwconv(y2, x, 0, 4, w, kw, c);
+                k->dwconv(y2, x, 4, n, w, kw, c);
+                for (int64_t t = 0; t < n; t++)
+                    for (int64_t i = 0; i < c; i++) {
+                        float sum = 0.0f;
+                        for (int q = 0; q < kw; q++)
+                            if (t - (kw - 1) + q >= 0) {
+                                const float p = w[q * c + i] * x[(t - (kw - 1) + q) * c + i];
+                                sum = sum + p;
+                            }
+                        bad += bits(y[t * c + i]) != bits(sum) || bits(y2[t * c + i]) != bits(sum);
+                    }
+                for (int i = 0; i < GUARD; i++)
+                    bad += y[n * c + i] != CANARY;
+                free(x), free(w), free(y), free(y2);
+            }
+        char name[64];
+        snprintf(name, sizeof name, "%s: dwconv follows kern.h's order bit for bit", k->name);
+        check(!bad, name, "%d wrong values", bad);
+    }
+}
+
 /* attn_rel: every tier against an fp64 transcription of kern.h (tolerance for the vector
  * tiers' polynomial exp, fused dot products and tanh through exp), over head dims, head
  * counts, windows and lengths; rows computed in pieces give the bytes of one call. */
@@ -388,6 +423,7 @@ int main(void)
     }
     check_act();
     check_clamp();
+    check_dwconv();
     check_attn_rel();
     check_rmsnorm();
     check_rmsnorm_fp64();
