@@ -195,12 +195,12 @@ static void ew_task(void *ctx, int64_t task, int worker)
         break;
     }
     case EW_GELU_MUL: /* g = gelu(g) * u over [T, F] */
-        j->m->kern->gelu_mul(b->g + (size_t)t0 * F, b->u + (size_t)t0 * F,
+        j->m->kern->act_mul(b->g + (size_t)t0 * F, b->u + (size_t)t0 * F,
                              (int64_t)(t1 - t0) * F, GE_GELU_TANH);
         break;
     case EW_GELU_PLE: /* g = gelu(g) * ple[t, li] over [T, P] */
         for (int t = t0; t < t1; t++)
-            j->m->kern->gelu_mul(b->g + (size_t)t * P,
+            j->m->kern->act_mul(b->g + (size_t)t * P,
                                  b->ple + (size_t)t * P, P, GE_GELU_TANH);
         break;
     case EW_ADD: /* x += a */

@@ -347,6 +347,16 @@ ge_status ge_model_open(ge_model **out, const char *path, const ge_config *cfg, 
     return GE_OK;
 }
 
+static void towers_free(ge_model *m)
+{
+    ge_vision_free(m->vision);
+    ge_audio_tower_free(m->audio);
+    m->vision = NULL;
+    m->audio = NULL;
+    memset(&m->vision_err, 0, sizeof m->vision_err);
+    memset(&m->audio_err, 0, sizeof m->audio_err);
+}
+
 void ge_model_free(ge_model *m)
 {
     if (!m)
@@ -357,7 +367,7 @@ void ge_model_free(ge_model *m)
     for (int i = 0; i < 2; i++)
         free(m->rope_cos[i]), free(m->rope_sin[i]);
     ge_tok_free(m->tok);
-    ge_vision_free(m->vision);
+    towers_free(m);
     for (int i = 0; i < m->n_mmproj; i++)
         free(m->mmproj[i]);
     free(m->layers);
@@ -377,53 +387,58 @@ ge_status ge_model_row_scratch(ge_model *m, int64_t n, ge_err *err)
     return GE_OK;
 }
 
-static bool no_vision_encoder(const ge_err *e)
+/* "this file has no such tower": passed over when another file may have it */
+static bool no_encoder(const ge_err *e, bool audio)
 {
-    return e->code == GE_E_UNSUPPORTED && strstr(e->msg, GE_NO_VISION_ENCODER);
+    return e->code == GE_E_UNSUPPORTED &&
+           strstr(e->msg, audio ? GE_NO_AUDIO_ENCODER : GE_NO_VISION_ENCODER);
 }
 
-/* The vision tower, opened on first use from the first mmproj that has one (a combined file,
- * or either of a vision and an audio file in any order); a failure is kept and given to every
- * later call. A file without a vision encoder is passed over; a damaged file's error wins
- * over that, and when no file has one the error names them all. */
-static ge_status vision(ge_model *m, ge_err *err)
+/* The vision or audio tower, opened on first use from the first mmproj that has one (a
+ * combined file, or either of a vision and an audio file in any order); a failure is kept
+ * and given to every later call. A file without that tower is passed over; a damaged file's
+ * error wins over that, and when no file has one the error names them all. */
+static ge_status media_tower(ge_model *m, bool audio, ge_err *err)
 {
-    if (m->vision)
+    if (audio ? m->audio != NULL : m->vision != NULL)
         return GE_OK;
     if (!m->n_mmproj)
-        return ge_fail(err, GE_E_USAGE, "images need a vision tower: give --mmproj");
-    if (m->vision_err.code == GE_OK) {
+        return ge_fail(err, GE_E_USAGE, "%s need %s tower: give --mmproj",
+                       audio ? "audio clips" : "images", audio ? "an audio" : "a vision");
+    ge_err *kept = audio ? &m->audio_err : &m->vision_err;
+    if (kept->code == GE_OK) {
         ge_err none = {0};
         for (int i = 0; i < m->n_mmproj; i++) {
             ge_err e = {0};
-            e.code = ge_vision_open(&m->vision, m->mmproj[i], m->hp.n_embd, &e);
+            e.code = audio ? ge_audio_tower_open(&m->audio, m->mmproj[i], m->hp.n_embd, &e)
+                           : ge_vision_open(&m->vision, m->mmproj[i], m->hp.n_embd, &e);
             if (e.code == GE_OK)
                 return GE_OK;
-            if (!no_vision_encoder(&e)) {
-                if (m->vision_err.code == GE_OK)
-                    m->vision_err = e;
+            if (!no_encoder(&e, audio)) {
+                if (kept->code == GE_OK)
+                    *kept = e;
             } else if (none.code == GE_OK) {
                 none = e;
             }
         }
-        if (m->vision_err.code == GE_OK && m->n_mmproj == 1)
-            m->vision_err = none;
-        else if (m->vision_err.code == GE_OK)
-            ge_fail(&m->vision_err, GE_E_UNSUPPORTED, "%s, %s: " GE_NO_VISION_ENCODER " in "
-                    "either mmproj file (clip.has_vision_encoder)", m->mmproj[0], m->mmproj[1]);
+        if (kept->code == GE_OK && m->n_mmproj == 1)
+            *kept = none;
+        else if (kept->code == GE_OK)
+            ge_fail(kept, GE_E_UNSUPPORTED, "%s, %s: %s in either mmproj file (%s)",
+                    m->mmproj[0], m->mmproj[1],
+                    audio ? GE_NO_AUDIO_ENCODER : GE_NO_VISION_ENCODER,
+                    audio ? "clip.has_audio_encoder" : "clip.has_vision_encoder");
     }
-    *err = m->vision_err;
-    return m->vision_err.code;
+    *err = *kept;
+    return kept->code;
 }
 
 ge_status ge_model_set_mmproj(ge_model *m, const char *const *paths, int n, ge_err *err)
 {
     for (int i = 0; i < m->n_mmproj; i++)
         free(m->mmproj[i]);
-    ge_vision_free(m->vision);
-    m->vision = NULL;
+    towers_free(m);
     m->n_mmproj = 0;
-    memset(&m->vision_err, 0, sizeof m->vision_err);
     if (n < 0 || n > 2)
         return ge_fail(err, GE_E_USAGE, "at most two mmproj files");
     for (int i = 0; i < n; i++) {
@@ -433,10 +448,17 @@ ge_status ge_model_set_mmproj(ge_model *m, const char *const *paths, int n, ge_e
     }
     if (!n || !m->cfg.v[GE_CFG_PREPACK])
         return GE_OK;
-    ge_status st = vision(m, err);
-    if (st && no_vision_encoder(err)) /* audio only: image records fail, the rest runs */
-        return GE_OK;
-    return st ? st : ge_vision_prepack(m, m->vision, err);
+    /* --prepack: open and repack both towers now; a tower no file has is not an error here
+     * (its records fail), a damaged file is */
+    for (int audio = 0; audio < 2; audio++) {
+        ge_status st = media_tower(m, audio, err);
+        if (st && !no_encoder(err, audio))
+            return st;
+        if (!st && (st = audio ? ge_audio_tower_prepack(m, m->audio, err)
+                               : ge_vision_prepack(m, m->vision, err)))
+            return st;
+    }
+    return GE_OK;
 }
 
 /* The hook, timed so that the tower's time excludes the text it ran. */
@@ -451,7 +473,7 @@ static void timed_yield(void *ctx)
 ge_status ge_model_encode_image(ge_model *m, const float *patches, const int32_t *pos, int pw,
                                 int ph, float *rows, ge_err *err)
 {
-    ge_status st = vision(m, err);
+    ge_status st = media_tower(m, false, err);
     if (st)
         return st;
     double t0 = ge_now(), y0 = m->yield_seconds;
@@ -473,8 +495,31 @@ int64_t ge_model_audio_tokens(const ge_model *m, int64_t n)
 ge_status ge_model_encode_audio(ge_model *m, const float *pcm, int64_t n, float *rows,
                                 ge_err *err)
 {
-    (void)m, (void)pcm, (void)n, (void)rows; /* the tower lands in engine/audio.c */
-    return ge_fail(err, GE_E_UNSUPPORTED, "the audio tower is not built yet");
+    ge_status st = media_tower(m, true, err);
+    if (st)
+        return st;
+    const ge_semantics sem = (ge_semantics)m->cfg.v[GE_CFG_SEMANTICS];
+    int64_t valid = 0;
+    const int64_t frames = ge_audio_frames(n, sem, &valid);
+    if (valid <= 0)
+        return ge_fail(err, GE_E_INPUT, "too short: %lld samples (%.1f ms at 16 kHz) give no "
+                       "complete 10 ms frame (at least %d samples are needed)", (long long)n,
+                       1e3 * (double)n / GE_AUDIO_RATE, GE_AUDIO_HOP + 1);
+    double t0 = ge_now(), y0 = m->yield_seconds;
+    float *feat = malloc((size_t)frames * GE_AUDIO_MEL * sizeof *feat);
+    if (!feat)
+        return ge_fail(err, GE_E_NOMEM, "out of memory for %lld feature frames",
+                       (long long)frames);
+    const ge_yield hook = {timed_yield, m};
+    st = ge_model_audio_features(m, pcm, n, feat, err);
+    if (!st)
+        st = ge_audio_tower_encode(m, m->audio, m->cfg.v[GE_CFG_MEDIA_FAST], feat, valid, rows,
+                                   m->cfg.v[GE_CFG_YIELD] && m->yield.fn ? &hook : NULL, err);
+    free(feat);
+    m->stats.audio_seconds += ge_now() - t0 - (m->yield_seconds - y0);
+    m->stats.clips++;
+    m->stats.audio_in_seconds += (double)n / GE_AUDIO_RATE;
+    return st;
 }
 
 void ge_model_set_yield(ge_model *m, ge_yield y) { m->yield = y; }
@@ -483,6 +528,8 @@ void ge_model_trim(ge_model *m)
 {
     if (m->vision)
         ge_vision_trim(m->vision);
+    if (m->audio)
+        ge_audio_tower_trim(m->audio);
 }
 
 int ge_model_dim(const ge_model *m) { return m->hp.n_out; }

@@ -51,6 +51,7 @@ typedef struct {
 
 typedef struct ge_packed_cache ge_packed_cache; /* linear.c */
 typedef struct ge_vision ge_vision;             /* vision.c */
+typedef struct ge_audio_tower ge_audio_tower;   /* audio_tower.c */
 
 struct ge_model {
     ge_config cfg;
@@ -77,6 +78,8 @@ struct ge_model {
     int n_mmproj;
     ge_vision *vision;         /* opened on the first image */
     ge_err vision_err;         /* why it could not be opened (code GE_OK: not tried yet) */
+    ge_audio_tower *audio;     /* the same for the audio tower */
+    ge_err audio_err;
     ge_yield yield;            /* called between media tower layers (--yield) */
     double yield_seconds;      /* spent in it (not tower time) */
     ge_stats stats;
@@ -145,6 +148,24 @@ int ge_vision_widest(const ge_vision *v); /* widest linear input */
 ge_status ge_vision_encode(ge_model *m, ge_vision *v, bool fast, const float *patches,
                            const int32_t *pos, int n, int pw, int ph, float *out,
                            const ge_yield *yield, ge_err *err);
+
+/* ---- audio_tower.c: the gemma4a audio tower (conformer) of an mmproj ---------------------- */
+
+/* Open and bind an mmproj's audio tower; its projection must give text_hidden values. Only
+ * clip.audio.* and the a.* / mm.a.* tensors are read. A file without an audio encoder fails
+ * with GE_E_UNSUPPORTED and a message holding GE_NO_AUDIO_ENCODER. */
+ge_status ge_audio_tower_open(ge_audio_tower **out, const char *path, int text_hidden,
+                              ge_err *err);
+void ge_audio_tower_free(ge_audio_tower *t); /* accepts NULL */
+void ge_audio_tower_trim(ge_audio_tower *t);  /* free the workspace kept between clips */
+ge_status ge_audio_tower_prepack(ge_model *m, const ge_audio_tower *t, ge_err *err);
+int ge_audio_tower_widest(const ge_audio_tower *t); /* widest linear input */
+/* Soft tokens of one clip: feat [>= n_valid][128] log-mel features (ge_audio_features), of
+ * which the first n_valid frames are real; out gets (n_valid + 3) / 4 rows of text_hidden
+ * values. fast: the fast path, else the reference. yield (or NULL) is called between layers.
+ * The tower keeps its workspace between calls, so one tower encodes one clip at a time. */
+ge_status ge_audio_tower_encode(ge_model *m, ge_audio_tower *t, bool fast, const float *feat,
+                                int64_t n_valid, float *out, const ge_yield *yield, ge_err *err);
 
 /* Run fn over n tasks on the model's pool (at most max threads; 0 = the configured cap). */
 void ge_parallel(ge_model *m, int64_t n, int max, ge_task_fn fn, void *ctx);

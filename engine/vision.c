@@ -290,7 +290,7 @@ typedef struct {
     const norms *cur, *next;
     const int32_t *pos;
     int64_t n;    /* tokens */
-    ge_gelu gelu;
+    ge_act gelu;
 } pass_job;
 
 static void add_rows(float *x, const float *a, size_t n)
@@ -344,7 +344,7 @@ static void pass_task(void *ctx, int64_t task, int worker)
             }
         break;
     case PASS_GELU:
-        k->gelu_mul(w->g + (size_t)t0 * v->n_ff, w->u + (size_t)t0 * v->n_ff,
+        k->act_mul(w->g + (size_t)t0 * v->n_ff, w->u + (size_t)t0 * v->n_ff,
                     (t1 - t0) * v->n_ff, j->gelu);
         break;
     }

@@ -1,17 +1,31 @@
-/* act.c - GELU (tanh form, gelu_pytorch_tanh, or quick-GELU) times a gate, RMSNorm and RoPE rows: the scalar
+/* act.c - activations (tanh GELU, quick-GELU, SiLU, sigmoid) times a gate, RMSNorm and RoPE rows: the scalar
  * oracles and the table. */
 #include <math.h>
 
 #include "act.h"
 #include "kern.h"
 
-void ge_gelu_mul_scalar(float *g, const float *u, int64_t n, ge_gelu kind)
+void ge_act_mul_scalar(float *g, const float *u, int64_t n, ge_act kind)
 {
     const float c = 0.7978845608028654f; /* sqrt(2/pi) */
     for (int64_t i = 0; i < n; i++) {
         const float x = g[i];
-        g[i] = kind == GE_GELU_QUICK ? x / (1.0f + expf(-GE_QUICK_GELU_K * x)) * u[i]
-                                     : 0.5f * x * (1.0f + tanhf(c * (x + 0.044715f * x * x * x))) * u[i];
+        float y;
+        switch (kind) {
+        case GE_GELU_QUICK: y = x / (1.0f + expf(-GE_QUICK_GELU_K * x)); break;
+        case GE_SILU: y = x / (1.0f + expf(-x)); break;
+        case GE_SIGMOID: y = 1.0f / (1.0f + expf(-x)); break;
+        default: y = 0.5f * x * (1.0f + tanhf(c * (x + 0.044715f * x * x * x))); break;
+        }
+        g[i] = u ? y * u[i] : y;
+    }
+}
+
+void ge_clamp_scalar(float *dst, const float *src, int64_t n, float lo, float hi)
+{
+    for (int64_t i = 0; i < n; i++) {
+        const float x = src[i] < lo ? lo : src[i];
+        dst[i] = x > hi ? hi : x;
     }
 }
 
@@ -51,17 +65,20 @@ void ge_rope_scalar(float *v, int64_t n_head, int64_t d, const float *cs, const 
 
 void ge_act_fill(ge_kern *k, ge_tier tier)
 {
-    k->gelu_mul = ge_gelu_mul_scalar;
+    k->act_mul = ge_act_mul_scalar;
+    k->clamp = ge_clamp_scalar;
     k->rmsnorm = ge_rmsnorm_scalar;
     k->rope = ge_rope_scalar;
 #if defined(__x86_64__)
     if (tier == GE_TIER_AVX2 || tier == GE_TIER_AVXVNNI) {
-        k->gelu_mul = ge_gelu_mul_avx2;
+        k->act_mul = ge_act_mul_avx2;
+        k->clamp = ge_clamp_avx2;
         k->rmsnorm = ge_rmsnorm_avx2;
         k->rope = ge_rope_avx2;
     }
     if (tier == GE_TIER_AVX512) {
-        k->gelu_mul = ge_gelu_mul_avx512;
+        k->act_mul = ge_act_mul_avx512;
+        k->clamp = ge_clamp_avx512;
         k->rmsnorm = ge_rmsnorm_avx512;
         k->rope = ge_rope_avx512;
     }

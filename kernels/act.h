@@ -1,4 +1,4 @@
-/* act.h - activation and per-row kernels per tier (kern.h gelu_mul, rmsnorm, rope). */
+/* act.h - activation and per-row kernels per tier (kern.h act_mul, clamp, rmsnorm, rope). */
 #ifndef GE_ACT_H
 #define GE_ACT_H
 
@@ -6,9 +6,13 @@
 
 #include "kern.h"
 
-void ge_gelu_mul_scalar(float *g, const float *u, int64_t n, ge_gelu kind);
-void ge_gelu_mul_avx2(float *g, const float *u, int64_t n, ge_gelu kind);
-void ge_gelu_mul_avx512(float *g, const float *u, int64_t n, ge_gelu kind);
+void ge_act_mul_scalar(float *g, const float *u, int64_t n, ge_act kind);
+void ge_act_mul_avx2(float *g, const float *u, int64_t n, ge_act kind);
+void ge_act_mul_avx512(float *g, const float *u, int64_t n, ge_act kind);
+
+void ge_clamp_scalar(float *dst, const float *src, int64_t n, float lo, float hi);
+void ge_clamp_avx2(float *dst, const float *src, int64_t n, float lo, float hi);
+void ge_clamp_avx512(float *dst, const float *src, int64_t n, float lo, float hi);
 
 void ge_rmsnorm_scalar(float *x, int64_t rows, int64_t n, const float *w, float eps);
 void ge_rmsnorm_avx2(float *x, int64_t rows, int64_t n, const float *w, float eps);

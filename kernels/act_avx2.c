@@ -1,5 +1,6 @@
-/* act_avx2.c - gelu_tanh(x) * u, 8 lanes: 0.5 x (1 + tanh z) is x * sigmoid(2z) =
- * x / (1 + exp(-2z)), z = sqrt(2/pi) (x + 0.044715 x^3), or quick-GELU x / (1 + exp(-1.702 x)),
+/* act_avx2.c - act(x) * u, 8 lanes: gelu_tanh's 0.5 x (1 + tanh z) is x * sigmoid(2z) =
+ * x / (1 + exp(-2z)), z = sqrt(2/pi) (x + 0.044715 x^3); quick-GELU x / (1 + exp(-1.702 x)),
+ * SiLU x / (1 + exp(-x)), the GLU gate 1 / (1 + exp(-x)),
  * with the attention family's polynomial exp (attn.h: ~1 ulp) on chunks. Large |z| saturates
  * cleanly: exp -> inf gives x / inf = -0 (gelu of a very negative x), exp -> 0 gives x.
  *
@@ -12,33 +13,50 @@
 
 #define CHUNK 256
 
-void ge_gelu_mul_avx2(float *g, const float *u, int64_t n, ge_gelu kind)
+void ge_act_mul_avx2(float *g, const float *u, int64_t n, ge_act kind)
 {
     float arg[CHUNK], e[CHUNK];
     const __m256 c = _mm256_set1_ps(-2.0f * 0.7978845608028654f), k = _mm256_set1_ps(0.044715f);
     const __m256 one = _mm256_set1_ps(1.0f);
-    const __m256 cq = _mm256_set1_ps(-GE_QUICK_GELU_K);
-    const int quick = kind == GE_GELU_QUICK;
+    /* exp's argument is -k x for the sigmoid forms (k = 1.702 for quick-GELU, 1 otherwise) */
+    const float kf = kind == GE_GELU_QUICK ? GE_QUICK_GELU_K : 1.0f;
+    const __m256 ck = _mm256_set1_ps(-kf);
+    const int tanh_form = kind == GE_GELU_TANH, gate = kind == GE_SIGMOID;
     for (int64_t i0 = 0; i0 < n; i0 += CHUNK) {
         int64_t m = n - i0 < CHUNK ? n - i0 : CHUNK, i = 0;
         for (; i + 8 <= m; i += 8) {
             __m256 x = _mm256_loadu_ps(g + i0 + i);
             __m256 x3 = _mm256_mul_ps(_mm256_mul_ps(x, x), x);
-            _mm256_storeu_ps(arg + i, quick ? _mm256_mul_ps(cq, x) : _mm256_mul_ps(c, _mm256_fmadd_ps(k, x3, x)));
+            _mm256_storeu_ps(arg + i, tanh_form ? _mm256_mul_ps(c, _mm256_fmadd_ps(k, x3, x)) : _mm256_mul_ps(ck, x));
         }
         for (; i < m; i++) {
             float x = g[i0 + i];
-            arg[i] = quick ? -GE_QUICK_GELU_K * x
-                           : -2.0f * 0.7978845608028654f * (x + 0.044715f * x * x * x);
+            arg[i] = tanh_form ? -2.0f * 0.7978845608028654f * (x + 0.044715f * x * x * x) : -kf * x;
         }
         ge_attn_exp_avx2(arg, e, m);
         for (i = 0; i + 8 <= m; i += 8) {
-            __m256 x = _mm256_loadu_ps(g + i0 + i);
+            __m256 x = gate ? one : _mm256_loadu_ps(g + i0 + i);
             __m256 y = _mm256_div_ps(x, _mm256_add_ps(one, _mm256_loadu_ps(e + i)));
-            _mm256_storeu_ps(g + i0 + i, _mm256_mul_ps(y, _mm256_loadu_ps(u + i0 + i)));
+            _mm256_storeu_ps(g + i0 + i, u ? _mm256_mul_ps(y, _mm256_loadu_ps(u + i0 + i)) : y);
         }
-        for (; i < m; i++)
-            g[i0 + i] = g[i0 + i] / (1.0f + e[i]) * u[i0 + i];
+        for (; i < m; i++) {
+            const float y = (gate ? 1.0f : g[i0 + i]) / (1.0f + e[i]);
+            g[i0 + i] = u ? y * u[i0 + i] : y;
+        }
+    }
+}
+
+/* max(lo, x) then min(hi, .) with the bound first: a NaN x comes through, as in the scalar
+ * tier's comparisons */
+void ge_clamp_avx2(float *dst, const float *src, int64_t n, float lo, float hi)
+{
+    const __m256 l = _mm256_set1_ps(lo), h = _mm256_set1_ps(hi);
+    int64_t i = 0;
+    for (; i + 8 <= n; i += 8)
+        _mm256_storeu_ps(dst + i, _mm256_min_ps(h, _mm256_max_ps(l, _mm256_loadu_ps(src + i))));
+    for (; i < n; i++) {
+        const float x = src[i] < lo ? lo : src[i];
+        dst[i] = x > hi ? hi : x;
     }
 }
 

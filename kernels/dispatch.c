@@ -61,6 +61,7 @@ static void fill_all(void)
         ge_attn_fill(k, (ge_tier)t);
         ge_peak_fill(k, (ge_tier)t);
         ge_act_fill(k, (ge_tier)t);
+        ge_attn_rel_fill(k, (ge_tier)t);
     }
 }
 

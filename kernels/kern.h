@@ -24,8 +24,9 @@ typedef enum {
     GE_TIER_COUNT
 } ge_tier;
 
-/* The gate activation of a GELU-gated MLP (gelu_mul). */
-typedef enum { GE_GELU_TANH, GE_GELU_QUICK } ge_gelu;
+/* The activation of act_mul: a GELU-gated MLP's (tanh form or quick-GELU), SiLU, or the
+ * sigmoid gate of a GLU. */
+typedef enum { GE_GELU_TANH, GE_GELU_QUICK, GE_SILU, GE_SIGMOID } ge_act;
 #define GE_QUICK_GELU_K 1.702f /* quick-GELU: x * sigmoid(1.702 x) */
 
 /* Q8_0 activations in the one format every tier reads and writes (bit-identical across
@@ -77,6 +78,20 @@ typedef struct {
     float scale;
 } ge_attn_dense_args;
 
+/* Local attention with relative-position keys (the audio conformer, SPEC.md 6.3): query i of
+ * head h sees keys s = max(0, i - window + 1) .. i; logit = q_i . k_s + q_i . r_(i-s) (q
+ * already scaled), capped as cap * tanh(logit / cap), softmax in fp32 over those keys, o_i =
+ * sum p_s v_s. attn_rel.h has the numerics. */
+#define GE_ATTN_REL_MAX_WINDOW 16
+typedef struct {
+    const float *q, *k, *v; /* [n][ld], head h at h * head_dim */
+    const float *r;         /* [window][ld]: the relative key of each distance 0 .. window-1 */
+    float *o;               /* [n][ld] */
+    int64_t ld;
+    int n_head, head_dim, window; /* window <= GE_ATTN_REL_MAX_WINDOW */
+    float cap;
+} ge_attn_rel_args;
+
 typedef struct ge_kern {
     const char *name; /* tier name: "scalar", "avx2", "avxvnni", "avx512", "neon" */
     ge_tier tier;
@@ -111,10 +126,11 @@ typedef struct ge_kern {
                   int64_t ldy);
 
     /* ---- activations -------------------------------------------------------------------- */
-    /* g[i] = gelu(g[i]) * u[i] for i < n: the tanh form (scalar: tanhf; vector tiers: the same
-     * function written as x * sigmoid(2z) with the polynomial exp, within a few ulp), or
-     * quick-GELU x * sigmoid(1.702 x) (scalar: expf; vector tiers: the polynomial exp). */
-    void (*gelu_mul)(float *g, const float *u, int64_t n, ge_gelu kind);
+    /* g[i] = act(g[i]) * u[i] for i < n (u NULL: act(g[i])): tanh GELU (scalar: tanhf; vector
+     * tiers: the same function written as x * sigmoid(2z) with the polynomial exp, within a
+     * few ulp), quick-GELU x * sigmoid(1.702 x), SiLU x * sigmoid(x), sigmoid(x) (scalar:
+     * expf; vector tiers: the polynomial exp). */
+    void (*act_mul)(float *g, const float *u, int64_t n, ge_act kind);
 
     /* ---- per-row operations: bit-identical on every tier (the goldens do not move) ------ */
     /* RMSNorm in place of rows x[r * n + i], r < rows, i < n: x = x * inv * w (w[n], NULL:
@@ -141,6 +157,12 @@ typedef struct ge_kern {
      * attn). */
     void (*attn_dense)(const ge_attn_dense_args *a, int head, int64_t q0, int64_t q1,
                        float *scratch);
+    /* Local relative-position attention of every head, query rows [q0, q1). */
+    void (*attn_rel)(const ge_attn_rel_args *a, int64_t q0, int64_t q1);
+
+    /* dst[i] = src[i] clamped to [lo, hi] for i < n (dst may be src): exact on every tier; a
+     * NaN stays NaN (torch.clamp). */
+    void (*clamp)(float *dst, const float *src, int64_t n, float lo, float hi);
 } ge_kern;
 
 /* Per-family fill functions (kernels/<family>.c): set the family's pointers for a tier,
@@ -150,6 +172,7 @@ void ge_sgemm_fill(ge_kern *k, ge_tier tier);
 void ge_attn_fill(ge_kern *k, ge_tier tier);
 void ge_peak_fill(ge_kern *k, ge_tier tier);
 void ge_act_fill(ge_kern *k, ge_tier tier);
+void ge_attn_rel_fill(ge_kern *k, ge_tier tier);
 
 /* ---- CPU features and tier selection (cpu.c, dispatch.c) ------------------------------- */
 

@@ -15,6 +15,13 @@
  *       decode (+ resampling) of WAV files of that length at 16 kHz mono and 44.1 kHz stereo
  *       (16-bit, built in memory); for a FILE, of decoding it (in memory, up to 3600 s);
  *       one line per argument
+ *   audio_dump tower TEXT MMPROJ FEAT.f32 VALID fast|ref OUT.f32 [NAME=VALUE switches...]
+ *       the audio tower of MMPROJ on features [>= VALID][128] (the first VALID real): write
+ *       the (VALID + 3) / 4 soft tokens; with AUDIO_DUMP_REPEAT=N, N more runs after a
+ *       warm-up and the median time to stderr
+ *   audio_dump clip TEXT MMPROJ INPUT OUT.f32 [NAME=VALUE switches...]
+ *       ge_model_encode_audio (front end + tower, as the CLI runs it) on INPUT (an audio file
+ *       or raw:PATH); AUDIO_DUMP_REPEAT as for tower; print "TOKENS SAMPLES"
  * Errors print "error: STATUS: MESSAGE" and exit 1. */
 #include <math.h>
 #include <stdio.h>
@@ -24,9 +31,10 @@
 
 #include <sndfile.h>
 
-#include "ge.h"
-#include "threads.h"
 #include "dump_util.h"
+#include "ge.h"
+#include "model.h"
+#include "threads.h"
 
 static void pool_run(void *pool, int64_t n, ge_task_fn fn, void *ctx)
 {
@@ -132,6 +140,123 @@ static int bench(int argc, char **argv)
     return 0;
 }
 
+/* The pcm of an audio file, or of raw:PATH (float32 at 16 kHz as it is). */
+static ge_status load_pcm(const char *arg, const ge_audio_limits *lim, ge_audio *au, ge_err *e)
+{
+    size_t len;
+    memset(au, 0, sizeof *au);
+    if (!strncmp(arg, "raw:", 4)) {
+        au->pcm = slurp(arg + 4, &len);
+        au->n = (int64_t)(len / sizeof(float));
+        return GE_OK;
+    }
+    void *b = slurp(arg, &len);
+    ge_status st = ge_audio_decode(b, len, lim, au, e);
+    free(b);
+    return st;
+}
+
+/* Run f(ctx) once, then AUDIO_DUMP_REPEAT more times with the median to stderr. */
+static int timed(int (*f)(void *), void *ctx, const char *what)
+{
+    const char *rep = getenv("AUDIO_DUMP_REPEAT");
+    int reps = rep ? atoi(rep) : 0, rc;
+    double t[64];
+    reps = reps < 64 ? reps : 64;
+    if ((rc = f(ctx)))
+        return rc;
+    for (int r = 0; r < reps; r++) {
+        double t0 = now();
+        if ((rc = f(ctx)))
+            return rc;
+        t[r] = now() - t0;
+    }
+    if (reps > 0) {
+        double lo = t[0], hi = t[0];
+        for (int r = 1; r < reps; r++)
+            lo = t[r] < lo ? t[r] : lo, hi = t[r] > hi ? t[r] : hi;
+        fprintf(stderr, "%s: median %.3f s over %d (min %.3f, max %.3f)\n", what,
+                median(t, reps), reps, lo, hi);
+    }
+    return 0;
+}
+
+typedef struct {
+    ge_model *m;
+    ge_audio_tower *t;
+    bool fast;
+    const float *feat, *pcm;
+    int64_t valid, n;
+    float *out;
+} tower_run;
+
+static int run_tower(void *ctx)
+{
+    tower_run *r = ctx;
+    ge_err e = {0};
+    if (r->t ? ge_audio_tower_encode(r->m, r->t, r->fast, r->feat, r->valid, r->out, NULL, &e)
+             : ge_model_encode_audio(r->m, r->pcm, r->n, r->out, &e))
+        return die(&e);
+    return 0;
+}
+
+static int tower(int argc, char **argv, bool clip)
+{
+    ge_config cfg;
+    ge_err e = {0};
+    const int sw = clip ? 6 : 8;
+    if (parse_switches(&cfg, sw, argc, argv))
+        return 2;
+    tower_run r = {0};
+    if (ge_model_open(&r.m, argv[2], &cfg, &e))
+        return die(&e);
+    const int H = ge_model_hidden(r.m);
+    size_t len;
+    ge_audio au = {0};
+    int64_t tokens;
+    if (clip) {
+        if (ge_model_set_mmproj(r.m, (const char *const[]){argv[3]}, 1, &e) ||
+            load_pcm(argv[4], NULL, &au, &e))
+            return die(&e);
+        r.pcm = au.pcm, r.n = au.n;
+        tokens = ge_model_audio_tokens(r.m, au.n);
+    } else {
+        if (ge_audio_tower_open(&r.t, argv[3], H, &e))
+            return die(&e);
+        r.feat = slurp(argv[4], &len);
+        r.valid = atoll(argv[5]);
+        r.fast = !strcmp(argv[6], "fast");
+        if ((int64_t)(len / sizeof(float) / GE_AUDIO_MEL) < r.valid) {
+            fprintf(stderr, "%s: fewer than %lld frames\n", argv[4], (long long)r.valid);
+            return 2;
+        }
+        tokens = (r.valid + 3) / 4;
+    }
+    r.out = malloc((size_t)(tokens > 0 ? tokens : 1) * H * sizeof *r.out);
+    int rc = timed(run_tower, &r, argv[4]);
+    if (!rc && getenv("AUDIO_DUMP_REPEAT")) { /* where the time went, over all the runs */
+        ge_stats st;
+        ge_model_stats(r.m, &st);
+        for (int op = 0; op < GE_OP_COUNT; op++)
+            if (st.calls[op])
+                fprintf(stderr, "  %-10s %8.3f s %8llu calls %8.1f GMAC/s\n", ge_op_name(op),
+                        st.seconds[op], st.calls[op],
+                        st.seconds[op] > 0 ? st.macs[op] / st.seconds[op] * 1e-9 : 0.0);
+        fprintf(stderr, "  audio      %8.3f s (front end + tower)\n", st.audio_seconds);
+    }
+    if (!rc) {
+        spit(argv[clip ? 5 : 7], r.out, (size_t)tokens * H * sizeof *r.out);
+        if (clip)
+            printf("%lld %lld\n", (long long)tokens, (long long)au.n);
+    }
+    free(r.out);
+    free((void *)r.feat);
+    ge_audio_free(&au);
+    ge_audio_tower_free(r.t);
+    ge_model_free(r.m);
+    return rc;
+}
+
 int main(int argc, char **argv)
 {
     ge_err e = {0};
@@ -154,18 +279,9 @@ int main(int argc, char **argv)
         ge_semantics sem = !strcmp(argv[4], "llamacpp") ? GE_SEM_LLAMACPP : GE_SEM_OFFICIAL;
         int threads = argc >= 6 ? atoi(argv[5]) : 1;
         ge_audio_limits lim = {argc == 7 ? atof(argv[6]) : 0};
-        ge_audio au = {0};
-        size_t len;
-        if (!strncmp(argv[2], "raw:", 4)) {
-            au.pcm = slurp(argv[2] + 4, &len);
-            au.n = (int64_t)(len / sizeof(float));
-        } else {
-            void *b = slurp(argv[2], &len);
-            ge_status st = ge_audio_decode(b, len, &lim, &au, &e);
-            free(b);
-            if (st)
-                return die(&e);
-        }
+        ge_audio au;
+        if (load_pcm(argv[2], &lim, &au, &e))
+            return die(&e);
         int64_t valid, frames = ge_audio_frames(au.n, sem, &valid);
         float *feat = malloc(sizeof *feat * (size_t)(frames ? frames : 1) * GE_AUDIO_MEL);
         ge_pool *pool = NULL;
@@ -208,6 +324,11 @@ int main(int argc, char **argv)
     }
     if (argc >= 3 && !strcmp(argv[1], "bench"))
         return bench(argc, argv);
-    fprintf(stderr, "usage: audio_dump decode|mel|sfdecode|bench ... (see tests/audio_dump.c)\n");
+    if (argc >= 8 && !strcmp(argv[1], "tower"))
+        return tower(argc, argv, false);
+    if (argc >= 6 && !strcmp(argv[1], "clip"))
+        return tower(argc, argv, true);
+    fprintf(stderr, "usage: audio_dump decode|mel|sfdecode|bench|tower|clip ... (see "
+            "tests/audio_dump.c)\n");
     return 2;
 }

@@ -1,7 +1,7 @@
 """tests/selfcheck.py - the check harness of the Python checks (ref_selftest.py,
-ref_vision_selftest.py, golden_check.py, image_golden_check.py): "PASS: name" / "FAIL: name:
-detail" / "SKIP: name: why" lines, as tests/run counts them, and the totals for the script's
-exit status."""
+ref_vision_selftest.py, ref_audio_selftest.py, golden_check.py, image_golden_check.py):
+"PASS: name" / "FAIL: name: detail" / "SKIP: name: why" lines, as tests/run counts them, and
+the totals for the script's exit status."""
 import hashlib
 import sys
 import traceback

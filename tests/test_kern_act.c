@@ -226,24 +226,28 @@ static void check_rope(void)
     }
 }
 
-/* gelu(x) * u in double: the tanh form, or quick-GELU x * sigmoid(1.702 x) */
-static double gelu_fp64(double x, ge_gelu kind)
+/* act(x) in double: tanh GELU, quick-GELU x * sigmoid(1.702 x), SiLU, sigmoid */
+static double act_fp64(double x, ge_act kind)
 {
-    if (kind == GE_GELU_QUICK)
-        return x / (1.0 + exp(-(double)GE_QUICK_GELU_K * x));
-    return 0.5 * x * (1.0 + tanh(0.7978845608028654 * (x + 0.044715 * x * x * x)));
+    switch (kind) {
+    case GE_GELU_QUICK: return x / (1.0 + exp(-(double)GE_QUICK_GELU_K * x));
+    case GE_SILU: return x / (1.0 + exp(-x));
+    case GE_SIGMOID: return 1.0 / (1.0 + exp(-x));
+    default: return 0.5 * x * (1.0 + tanh(0.7978845608028654 * (x + 0.044715 * x * x * x)));
+    }
 }
 
-/* Every tier, both kinds, n over the vector widths' remainders and the chunking: within 4e-6
- * relative of the oracle plus 2e-7 |x u| (where 1 + tanh cancels), saturation at +-90, NaN
- * kept, and nothing written past n. */
-static void check_gelu(void)
+/* Every tier, every kind, with a gate u and without (u NULL), n over the vector widths'
+ * remainders and the chunking: within 4e-6 relative of the oracle plus 2e-7 |x u| (where
+ * 1 + tanh cancels), saturation at +-90, NaN kept, and nothing written past n. */
+static void check_act(void)
 {
-    static const char *const kind_name[] = {"tanh", "quick"};
+    static const char *const kind_name[] = {"tanh", "quick", "silu", "sigmoid"};
     static const int64_t ns[] = {1, 7, 8, 9, 15, 16, 17, 255, 256, 257, 1000, 3072};
     for (int ti = 0; ti < n_tiers; ti++) {
         const ge_kern *k = ge_kern_get((ge_tier)tiers[ti]);
-        for (int kind = GE_GELU_TANH; kind <= GE_GELU_QUICK; kind++) {
+        for (int kind = GE_GELU_TANH; kind <= GE_SIGMOID; kind++)
+        for (int gated = 0; gated < 2; gated++) {
             double worst = 0;
             int bad = 0;
             for (size_t ni = 0; ni < sizeof ns / sizeof ns[0]; ni++) {
@@ -253,9 +257,12 @@ static void check_gelu(void)
                 if (n > 4)
                     g[0] = 90.0f, g[1] = -90.0f, g[2] = 0.0f, g[3] = NAN;
                 memcpy(g0, g, (size_t)n * sizeof *g0);
-                k->gelu_mul(g, u, n, (ge_gelu)kind);
+                if (!gated)
+                    for (int64_t i = 0; i < n; i++)
+                        u[i] = 1.0f;
+                k->act_mul(g, gated ? u : NULL, n, (ge_act)kind);
                 for (int64_t i = 0; i < n; i++) {
-                    const double want = gelu_fp64(g0[i], (ge_gelu)kind) * u[i];
+                    const double want = act_fp64(g0[i], (ge_act)kind) * u[i];
                     if (isnan(g0[i])) {
                         bad += !isnan(g[i]);
                         continue;
@@ -271,8 +278,8 @@ static void check_gelu(void)
                 free(g), free(u), free(g0);
             }
             char name[96];
-            snprintf(name, sizeof name, "%s: gelu_mul %s within tolerance of the fp64 oracle",
-                     k->name, kind_name[kind]);
+            snprintf(name, sizeof name, "%s: act_mul %s%s within tolerance of the fp64 oracle",
+                     k->name, kind_name[kind], gated ? " times a gate" : "");
             check(!bad, name, "%d bad values, worst error %.3g x the tolerance", bad, worst);
         }
     }
@@ -287,7 +294,7 @@ int main(void)
         snprintf(name, sizeof name, "%s: rmsnorm and rope in the table", k->name);
         check(k->rmsnorm && k->rope, name, "missing pointer");
     }
-    check_gelu();
+    check_act();
     check_rmsnorm();
     check_rmsnorm_fp64();
     check_rope();

@@ -11,6 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "dump_util.h"
 #include "model.h"
 
 int main(int argc, char **argv)
@@ -23,19 +24,8 @@ int main(int argc, char **argv)
     bool fast = strcmp(argv[6], "fast") == 0;
     ge_config cfg;
     ge_err err = {0};
-    ge_config_defaults(&cfg);
-    size_t nsw;
-    const ge_switch *sw = ge_config_switches(&nsw);
-    for (int a = 8; a < argc; a++) { /* NAME=VALUE engine switches, e.g. cpu-tier=scalar */
-        const char *eq = strchr(argv[a], '=');
-        size_t i = 0;
-        while (eq && i < nsw && strncmp(sw[i].flag, argv[a], (size_t)(eq - argv[a])))
-            i++;
-        if (!eq || i == nsw || ge_config_set(&cfg, &sw[i], eq + 1, GE_SRC_FLAG, &err)) {
-            fprintf(stderr, "%s: bad switch %s\n", argv[0], argv[a]);
-            return 2;
-        }
-    }
+    if (parse_switches(&cfg, 8, argc, argv))
+        return 2;
     ge_model *m = NULL;
     ge_vision *v = NULL;
     if (ge_model_open(&m, argv[1], &cfg, &err) ||
@@ -72,13 +62,9 @@ int main(int argc, char **argv)
     }
     if (reps > 0) {
         reps = reps < 64 ? reps : 64;
-        for (int i = 1; i < reps; i++) /* insertion sort for the median */
-            for (int j = i; j > 0 && times[j] < times[j - 1]; j--) {
-                double t = times[j];
-                times[j] = times[j - 1], times[j - 1] = t;
-            }
+        const double med = median(times, reps);
         fprintf(stderr, "%dx%d patches: median %.3f s over %d (min %.3f, max %.3f)\n", pw, ph,
-                times[reps / 2], reps, times[0], times[reps - 1]);
+                med, reps, times[0], times[reps - 1]);
     }
     f = fopen(argv[7], "wb");
     if (!f || fwrite(out, sizeof *out, (size_t)n_img * ge_model_hidden(m), f) !=

@@ -17,6 +17,10 @@ independently of engine/audio_mel.c: numpy's rfft and a dense filterbank matrix.
                                libsndfile does, channels averaged in float32 as librosa does
   load_raw(path)               float32 samples from a raw little-endian file
 
+The tower (conformer + embed_audio, SPEC.md 6.2-6.4 and 4) is tools/ref/audio_tower.py;
+`audio.py tower MMPROJ FEAT.f32 FRAMES VALID OUT.f32 [official|llamacpp] [--trace DIR]`
+runs its CLI (documented there).
+
 Semantics (GGUF.md): "official" is Hugging Face's ln(mel + 0.001), the waveform padded to a
 multiple of 128 samples and frames past the real audio zeroed; "llamacpp" is llama.cpp's
 ln(max(mel, 0.001)) with no padding to 128 and no mask; its frame count is that of
@@ -140,6 +144,9 @@ def load_raw(path):
 
 
 if __name__ == "__main__":
+    if len(sys.argv) > 1 and sys.argv[1] == "tower":
+        import audio_tower
+        sys.exit(audio_tower.main(sys.argv[2:]))
     # tools/ref/audio.py FILE.wav [official|llamacpp]: frame counts and a feature summary
     x, rate = load_wav(sys.argv[1])
     if rate != RATE:

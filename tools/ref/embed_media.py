@@ -1,18 +1,23 @@
 #!/usr/bin/python3
-"""Reference embedder for records with images (float64 NumPy).
+"""Reference embedder for records with images and audio (float64 NumPy).
 
 usage: embed_media.py -m TEXT.gguf --mmproj MMPROJ.gguf [--prompt NAME]
                       [--prefix STR] [--budget N] [--dim N] [--all-dims]
-                      [--base DIR] [FILE.jsonl]
+                      [--semantics official|llamacpp] [--base DIR] [FILE.jsonl]
 
 Input: JSONL records (stdin if FILE is absent or "-"):
   {"id": ..., "image": IMG or [IMG, ...], "text": "...", "prompt": NAME}
       the images come first, then the text (SPEC.md 2.3), unless the text
       holds its own "<|image|>" placeholders: then no automatic ones are
       added and the images fill those, in order;
+  {"id": ..., "audio": AUD or [AUD, ...], "text": "..."}
+      the same for audio clips ("<|audio|>" placeholders); with both "image"
+      and "audio": the images, then the clips, then the text;
   {"id": ..., "content": [{"type": "text", "text": "..."},
-                          {"type": "image", "image": IMG}, ...]}
-      items in the given order, concatenated with no separator.
+                          {"type": "image", "image": IMG},
+                          {"type": "audio", "audio": AUD}, ...]}
+      items in the given order, concatenated with no separator ("path"
+      also names an image or audio file).
   "prompt" (a SPEC.md 2.2 name) or "prefix" (a literal string) go first;
   per record they override --prompt / --prefix. "budget" per record
   overrides --budget (only used when an image file is preprocessed).
@@ -24,13 +29,26 @@ directory):
   else   an image file, decoded with PIL and preprocessed by
          tools/ref/imageproc.py (preprocess(rgb_uint8_hwc, budget) ->
          (patches, positions, (th, tw))), when that module exists.
+AUD is a path (joined to --base likewise):
+  *.wav        integer PCM read by audio.load_wav; 16 kHz only (resampling
+               is the C decoder's job: feed its output as raw samples);
+  *.f32, *.raw, or "raw:PATH"
+               raw little-endian float32 samples at 16 kHz (what
+               tests/audio_dump decode writes).
+The samples are cut to 30 s, run through the front end (audio.features,
+--semantics) and the tower (audio_tower.py): N = (L+3)//4 soft tokens for
+L valid mel frames; L = 0 (under 161 samples, officially) is an error
+("too short").
 
-The layout string is prefix + the items (an image as "<|image|>"); it is
-tokenised with <bos>/<eos> and each "<|image|>" id is expanded to
-<|image> + <|image|> x N + <image|>, N = the image's soft-token count
-(SPEC.md 2.3). The soft tokens (vision.py) replace the <|image|> rows.
+The layout string is prefix + the items (an image as "<|image|>", a clip
+as "<|audio|>"); it is tokenised with <bos>/<eos> and each "<|image|>" id
+is expanded to <|image> + <|image|> x N + <image|>, each "<|audio|>" to
+<|audio> + <|audio|> x N + <audio|>, N = the item's soft-token count
+(SPEC.md 2.3). The soft tokens (vision.py, audio_tower.py) replace the
+placeholder rows.
 
-Output: one line per record, {"id", "tokens", "soft_tokens" (N per image),
+Output: one line per record, {"id", "tokens", "soft_tokens" (N per media
+item, in layout order),
 "embedding" (full width, L2-normalised; floats as repr)}; --all-dims adds
 "embedding_K" = normalize(embedding[:K]) for every Matryoshka width K
 (512, 256, 128) below the full width; --dim K prints only that width as
@@ -53,11 +71,16 @@ from gguf import GGUFFile  # noqa: E402
 from model import Model, matryoshka  # noqa: E402
 from tokenizer import Tokenizer  # noqa: E402
 from vision import VisionTower  # noqa: E402
+import audio as audio_fe  # noqa: E402
+from audio_tower import AudioTower  # noqa: E402
 
 MATRYOSHKA = (512, 256, 128)
 BUDGETS = (70, 140, 280, 560, 1120)
 DEFAULT_BUDGET = 280
 IMAGE_PLACEHOLDER = "<|image|>"
+AUDIO_PLACEHOLDER = "<|audio|>"
+PLACEHOLDER = {"image": IMAGE_PLACEHOLDER, "audio": AUDIO_PLACEHOLDER}
+BOUNDARY = {"image": ("<|image>", "<image|>"), "audio": ("<|audio>", "<audio|>")}
 
 
 class RecordError(Exception):
@@ -122,10 +145,56 @@ def load_image(path, budget):
             np.asarray(positions, dtype=np.int64))
 
 
+# ------------------------------------------------------------ audio inputs
+
+def load_audio_samples(path):
+    """16 kHz float32 samples of an AUD (see the module doc)."""
+    if path.startswith("raw:"):
+        return audio_fe.load_raw(path[4:])
+    low = path.lower()
+    if low.endswith(".f32") or low.endswith(".raw"):
+        return audio_fe.load_raw(path)
+    if low.endswith(".wav"):
+        x, rate = audio_fe.load_wav(path)
+        if rate != audio_fe.RATE:
+            raise RecordError("%s: %d Hz; the reference takes 16 kHz only (give it the C "
+                              "decoder's raw output)" % (path, rate))
+        return x
+    raise RecordError("%s: audio must be .wav, or raw float32 (.f32, .raw, raw:PATH)" % path)
+
+
+def load_audio(path, semantics="official"):
+    """(feat [frames, 128] float32, L valid frames) of one AUD, cut to 30 s;
+    a clip with no valid frame is a RecordError ("too short")."""
+    x = audio_fe.truncate(load_audio_samples(path))
+    feat, valid = audio_fe.features(x, semantics)
+    if semantics == "llamacpp":
+        valid = len(feat)
+    if valid == 0:
+        raise RecordError("%s: audio too short (%d samples, no complete mel frame)"
+                          % (path, len(x)))
+    return feat, valid
+
+
+def _path_of(it, kind):
+    v = it.get(kind, it.get("path"))
+    return v if isinstance(v, str) else None
+
+
+def _paths(rec, kind):
+    v = rec.get(kind, [])
+    if isinstance(v, str):
+        v = [v]
+    if not isinstance(v, list) or not all(isinstance(x, str) for x in v):
+        raise RecordError("\"%s\" must be a path or an array of paths" % kind)
+    return v
+
+
 # -------------------------------------------------------- sequence layout
 
 def record_items(rec):
-    """[("text", str) | ("image", IMG)] in layout order (SPEC.md 2.3)."""
+    """[("text", str) | ("image", IMG) | ("audio", AUD)] in layout order
+    (SPEC.md 2.3)."""
     if "content" in rec:
         content = rec["content"]
         if not isinstance(content, list):
@@ -137,87 +206,128 @@ def record_items(rec):
             kind = it.get("type")
             if kind == "text" and isinstance(it.get("text"), str):
                 items.append(("text", it["text"]))
-            elif kind == "image" and isinstance(it.get("image", it.get("path")), str):
-                items.append(("image", it.get("image", it.get("path"))))
+            elif kind in PLACEHOLDER and _path_of(it, kind) is not None:
+                items.append((kind, _path_of(it, kind)))
             else:
                 raise RecordError("unsupported content item %s"
                                   % json.dumps(it)[:80])
         return items
-    imgs = rec.get("image", [])
-    if isinstance(imgs, str):
-        imgs = [imgs]
-    if not isinstance(imgs, list) or not all(isinstance(x, str) for x in imgs):
-        raise RecordError("\"image\" must be a path or an array of paths")
+    media = {"image": _paths(rec, "image"), "audio": _paths(rec, "audio")}
     text = rec.get("text", "")
     if not isinstance(text, str):
         raise RecordError("\"text\" must be a string")
-    if IMAGE_PLACEHOLDER in text:
-        # manual placeholders: the images fill them in order
-        parts = text.split(IMAGE_PLACEHOLDER)
-        if len(parts) - 1 != len(imgs):
-            raise RecordError("%d <|image|> placeholders but %d images"
-                              % (len(parts) - 1, len(imgs)))
-        items = [("text", parts[0])]
-        for img, t in zip(imgs, parts[1:]):
-            items += [("image", img), ("text", t)]
+    if any(PLACEHOLDER[k] in text for k in PLACEHOLDER):
+        # manual placeholders: each kind's files fill its placeholders in order
+        items, rest, nxt = [], text, {k: 0 for k in PLACEHOLDER}
+        while rest:
+            hits = [(rest.find(PLACEHOLDER[k]), k) for k in PLACEHOLDER
+                    if PLACEHOLDER[k] in rest]
+            if not hits:
+                items.append(("text", rest))
+                break
+            at, kind = min(hits)
+            items.append(("text", rest[:at]))
+            if nxt[kind] >= len(media[kind]):
+                raise RecordError("more %s placeholders than %s files"
+                                  % (PLACEHOLDER[kind], kind))
+            items.append((kind, media[kind][nxt[kind]]))
+            nxt[kind] += 1
+            rest = rest[at + len(PLACEHOLDER[kind]):]
+        for kind in PLACEHOLDER:
+            if nxt[kind] != len(media[kind]):
+                raise RecordError("%d %s placeholders but %d %s files"
+                                  % (nxt[kind], PLACEHOLDER[kind], len(media[kind]), kind))
         return [it for it in items if it != ("text", "")]
-    items = [("image", x) for x in imgs]
+    items = [("image", x) for x in media["image"]] + [("audio", x) for x in media["audio"]]
     if text:
         items.append(("text", text))
     return items
 
 
 def layout_string(prefix, items):
-    return prefix + "".join(v if k == "text" else IMAGE_PLACEHOLDER
+    return prefix + "".join(v if k == "text" else PLACEHOLDER[k]
                             for k, v in items)
 
 
-def assemble_ids(tok, layout, n_soft):
+def assemble_ids(tok, layout, n_soft, n_audio=()):
     """<bos> + tokens(layout) + <eos>, each <|image|> id expanded to
-    <|image> + <|image|> x n_soft[k] + <image|> (k-th image)."""
-    img = tok.vocab.get(IMAGE_PLACEHOLDER)
-    boi = tok.vocab.get("<|image>")
-    eoi = tok.vocab.get("<image|>")
-    if img is None or boi is None or eoi is None:
-        raise RecordError("the vocabulary lacks <|image>, <|image|> or <image|>")
+    <|image> + <|image|> x n_soft[k] + <image|> (k-th image), each <|audio|>
+    id to <|audio> + <|audio|> x n_audio[k] + <audio|> (k-th clip)."""
+    counts = {"image": list(n_soft), "audio": list(n_audio)}
+    ids = {}
+    for kind, (b, e) in BOUNDARY.items():
+        ph = PLACEHOLDER[kind]
+        if counts[kind] or kind == "image":
+            if any(tok.vocab.get(x) is None for x in (b, ph, e)):
+                raise RecordError("the vocabulary lacks %s, %s or %s" % (b, ph, e))
+        if tok.vocab.get(ph) is not None:
+            ids[tok.vocab[ph]] = (kind, tok.vocab.get(b), tok.vocab.get(e))
     out = []
-    k = 0
+    used = {"image": 0, "audio": 0}
     for t in tok.encode(layout):
-        if t != img:
+        if t not in ids:
             out.append(t)
             continue
-        if k >= len(n_soft):
-            raise RecordError("more <|image|> placeholders than images")
-        out += [boi] + [img] * int(n_soft[k]) + [eoi]
-        k += 1
-    if k != len(n_soft):
-        raise RecordError("%d images but %d <|image|> placeholders"
-                          % (len(n_soft), k))
+        kind, b, e = ids[t]
+        k = used[kind]
+        if k >= len(counts[kind]):
+            raise RecordError("more %s placeholders than %s items"
+                              % (PLACEHOLDER[kind], kind))
+        out += [b] + [t] * int(counts[kind][k]) + [e]
+        used[kind] += 1
+    for kind in ("image", "audio"):
+        if used[kind] != len(counts[kind]):
+            raise RecordError("%d %s items but %d %s placeholders"
+                              % (len(counts[kind]), kind, used[kind], PLACEHOLDER[kind]))
     return out
 
 
 # ------------------------------------------------------------------ embed
 
 class MediaEmbedder:
-    def __init__(self, text_model, mmproj):
+    def __init__(self, text_model, mmproj, semantics="official"):
+        """mmproj: one path (or GGUFFile), or a list of them; each tower is
+        taken from the first file that holds it."""
         g = text_model if isinstance(text_model, GGUFFile) \
             else GGUFFile(text_model)
         self.tok = Tokenizer.from_gguf(g)
         self.model = Model(g)
-        self.vision = VisionTower(mmproj)
-        if self.vision.n_proj != self.model.n_embd:
-            raise ValueError("mmproj projection_dim %d != text hidden size %d"
-                             % (self.vision.n_proj, self.model.n_embd))
+        self.semantics = semantics
+        self.vision = self.audio = None
+        for m in (mmproj if isinstance(mmproj, (list, tuple)) else [mmproj]):
+            mg = m if isinstance(m, GGUFFile) else GGUFFile(m)
+            if self.vision is None and mg.get("clip.has_vision_encoder", False):
+                self.vision = VisionTower(mg, semantics=semantics)
+            if self.audio is None and mg.get("clip.has_audio_encoder", False):
+                self.audio = AudioTower(mg)
+        if self.vision is None and self.audio is None:
+            raise ValueError("the mmproj holds neither a vision nor an audio tower")
+        for name, t in (("vision", self.vision), ("audio", self.audio)):
+            if t is not None and t.n_proj != self.model.n_embd:
+                raise ValueError("mmproj %s projection_dim %d != text hidden size %d"
+                                 % (name, t.n_proj, self.model.n_embd))
 
-    def embed(self, prefix, items, images):
+    def embed(self, prefix, items, images, audios=()):
         """items: layout items; images: [(patches, positions)] in the order
-        of the image items. Returns (ids, soft-token counts, embedding)."""
+        of the image items; audios: [(feat, n_valid)] (load_audio) in the
+        order of the audio items. Returns (ids, soft-token counts of the
+        media items in layout order, embedding)."""
+        if images and self.vision is None:
+            raise RecordError("an image item but the mmproj has no vision tower")
+        if audios and self.audio is None:
+            raise RecordError("an audio item but the mmproj has no audio tower")
         soft = [self.vision.encode(p, pos) for p, pos in images]
-        n_soft = [s.shape[0] for s in soft]
-        ids = assemble_ids(self.tok, layout_string(prefix, items), n_soft)
-        rows = np.concatenate(soft, axis=0) if soft \
-            else np.zeros((0, self.model.n_embd))
-        emb = self.model.forward(ids, media={"image": rows})
+        asoft = [self.audio.encode(f, n, self.semantics) for f, n in audios]
+        n_img = [s.shape[0] for s in soft]
+        n_aud = [s.shape[0] for s in asoft]
+        ids = assemble_ids(self.tok, layout_string(prefix, items), n_img, n_aud)
+        H = self.model.n_embd
+        media = {"image": np.concatenate(soft, axis=0) if soft else np.zeros((0, H))}
+        if asoft:
+            media["audio"] = np.concatenate(asoft, axis=0)
+        emb = self.model.forward(ids, media=media)
+        it = {"image": iter(n_img), "audio": iter(n_aud)}
+        n_soft = [next(it[k]) for k, _ in items if k in it]
         return ids, n_soft, emb
 
 
@@ -247,11 +357,12 @@ def main(argv=None):
     ap.add_argument("--budget", type=int, default=DEFAULT_BUDGET)
     ap.add_argument("--dim", type=int, default=0)
     ap.add_argument("--all-dims", action="store_true")
+    ap.add_argument("--semantics", choices=("official", "llamacpp"), default="official")
     ap.add_argument("--base", default="")
     ap.add_argument("file", nargs="?", default="-")
     a = ap.parse_args(argv)
 
-    em = MediaEmbedder(a.model, a.mmproj)
+    em = MediaEmbedder(a.model, a.mmproj, a.semantics)
     f = sys.stdin if a.file == "-" else open(a.file, encoding="utf-8")
     failed = 0
     for n, line in enumerate(f, 1):
@@ -265,7 +376,10 @@ def main(argv=None):
             items = record_items(rec)
             images = [load_image(os.path.join(a.base, v), budget)
                       for k, v in items if k == "image"]
-            ids, n_soft, emb = em.embed(prefix, items, images)
+            audios = [load_audio("raw:" + os.path.join(a.base, v[4:]) if v.startswith("raw:")
+                                 else os.path.join(a.base, v), a.semantics)
+                      for k, v in items if k == "audio"]
+            ids, n_soft, emb = em.embed(prefix, items, images, audios)
         except (RecordError, ValueError, KeyError, OSError) as e:
             failed += 1
             print(json.dumps({"id": rec_id, "error": str(e)},
