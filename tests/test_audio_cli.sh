@@ -13,8 +13,7 @@
 #     L = (n - 1) // 160 for n samples at 16 kHz (1 s: 25; 7.3 s at 44.1 kHz stereo: 183;
 #     40 s cut to the default 30 s: 750, to --audio-max-seconds 2: 50), inline base64 and
 #     data: URIs, several clips and texts in one record, --input files;
-#   - [audio tower] checks need engine/audio.c (ge_model_encode_audio is a stub until it
-#     lands on main and fail until then): vectors for the good clips among bad ones, the same
+#   - [audio tower] checks, which need the audio tower (engine/audio_tower.c): vectors for the good clips among bad ones, the same
 #     vector from a file, base64 and a data: URI, --audio-max-seconds 2 = the clip cut to 2 s
 #     by sox, the same bytes alone or in a batch / with 1 thread / --no-yield, a vision-only
 #     mmproj gives "no audio encoder" error records, and --bench's audio cases.
@@ -39,7 +38,7 @@ import gguf
 BIN, d = os.path.abspath(sys.argv[1]), sys.argv[2]
 TEXT, AUDIO, BOTH, VISION = (os.path.abspath("testdata/tiny-%s.gguf" % k) for k in
                              ("q8_0", "mmproj-audio-q8_0", "mmproj-both-q8_0", "mmproj-q8_0"))
-TOWER = "[audio tower] "  # checks that need the real audio tower (engine/audio.c)
+TOWER = "[audio tower] "  # checks that need the audio tower (engine/audio_tower.c)
 nfail = 0
 
 def check(ok, name, detail=""):
