@@ -1,4 +1,5 @@
-/* test_kern_act.c - the gated GELU (both kinds) against a double-precision oracle, and the
+/* test_kern_act.c - the activations (act_mul, every kind) against a double-precision oracle,
+ * clamp exactly, the audio tower's local attention (attn_rel) against fp64, and the
  * per-row kernels (kern.h rmsnorm, rope) at every tier this CPU runs:
  * the scalar oracle follows kern.h's operation order exactly (a transcription of it here),
  * every other tier gives the oracle's bits over many row lengths (1..2049: full vectors,
@@ -285,6 +286,97 @@ static void check_act(void)
     }
 }
 
+/* clamp: the scalar tier's comparisons exactly (NaN, +-inf, -0 included), in place and not,
+ * and nothing written past n */
+static void check_clamp(void)
+{
+    for (int ti = 0; ti < n_tiers; ti++) {
+        const ge_kern *k = ge_kern_get((ge_tier)tiers[ti]);
+        int bad = 0;
+        for (int n = 1; n <= 70; n++) {
+            float *x = make_rows(1, n, 5.0f), *y = xmalloc((size_t)(n + GUARD) * sizeof *y);
+            if (n > 5)
+                x[0] = NAN, x[1] = INFINITY, x[2] = -INFINITY, x[3] = -0.0f, x[4] = 2.5f;
+            for (int i = 0; i < GUARD; i++)
+                y[n + i] = CANARY;
+            const float lo = n % 3 ? -2.5f : 0.0f, hi = n % 2 ? 2.5f : INFINITY;
+            k->clamp(y, x, n, lo, hi);
+            for (int i = 0; i < n; i++) {
+                const float want = x[i] < lo ? lo : x[i] > hi ? hi : x[i];
+                bad += isnan(want) ? !isnan(y[i]) : bits(y[i]) != bits(want);
+            }
+            for (int i = 0; i < GUARD; i++)
+                bad += y[n + i] != CANARY;
+            k->clamp(x, x, n, lo, hi); /* in place */
+            for (int i = 0; i < n; i++)
+                bad += isnan(y[i]) ? !isnan(x[i]) : bits(x[i]) != bits(y[i]);
+            free(x), free(y);
+        }
+        char name[64];
+        snprintf(name, sizeof name, "%s: clamp is exact (NaN kept, -0, inf)", k->name);
+        check(!bad, name, "%d wrong values", bad);
+    }
+}
+
+/* attn_rel: every tier against an fp64 transcription of kern.h (tolerance for the vector
+ * tiers' polynomial exp, fused dot products and tanh through exp), over head dims, head
+ * counts, windows and lengths; rows computed in pieces give the bytes of one call. */
+static void check_attn_rel(void)
+{
+    static const int hds[] = {16, 32, 128, 24};
+    for (int ti = 0; ti < n_tiers; ti++) {
+        const ge_kern *k = ge_kern_get((ge_tier)tiers[ti]);
+        double worst = 0;
+        int bad = 0;
+        for (int c = 0; c < 12; c++) {
+            const int hd = hds[c % 4], nh = 1 + c % 5, W = c % 3 ? 12 : 5;
+            const int64_t n = 1 + (c * 7) % 40, ld = (int64_t)nh * hd;
+            float *q = make_rows(n, ld, 0.6f), *kk = make_rows(n, ld, 0.6f);
+            float *v = make_rows(n, ld, 1.0f), *r = make_rows(W, ld, 0.6f);
+            float *o = xmalloc((size_t)(n * ld) * sizeof *o);
+            float *o2 = xmalloc((size_t)(n * ld) * sizeof *o2);
+            if (c == 5) /* logits far past the cap */
+                for (int64_t i = 0; i < n * ld; i++)
+                    q[i] *= 40.0f;
+            ge_attn_rel_args a = {q, kk, v, r, o, ld, nh, hd, W, 50.0f};
+            k->attn_rel(&a, 0, n);
+            a.o = o2;
+            for (int64_t i0 = 0; i0 < n; i0 += 3)
+                k->attn_rel(&a, i0, i0 + 3 < n ? i0 + 3 : n);
+            bad += memcmp(o, o2, (size_t)(n * ld) * sizeof *o) != 0;
+            for (int64_t i = 0; i < n; i++)
+                for (int h = 0; h < nh; h++) {
+                    const int64_t s0 = i - (W - 1) > 0 ? i - (W - 1) : 0;
+                    double p[16], mx = -1e300, sum = 0;
+                    const float *qi = q + i * ld + h * hd;
+                    for (int64_t s = s0; s <= i; s++) {
+                        double d = 0;
+                        for (int e = 0; e < hd; e++)
+                            d += (double)qi[e] * (kk[s * ld + h * hd + e] +
+                                                  (double)r[(i - s) * ld + h * hd + e]);
+                        p[s - s0] = 50.0 * tanh(d / 50.0);
+                        mx = p[s - s0] > mx ? p[s - s0] : mx;
+                    }
+                    for (int64_t s = s0; s <= i; s++)
+                        sum += p[s - s0] = exp(p[s - s0] - mx);
+                    for (int e = 0; e < hd; e++) {
+                        double want = 0;
+                        for (int64_t s = s0; s <= i; s++)
+                            want += p[s - s0] / sum * v[s * ld + h * hd + e];
+                        const double err = fabs(o[i * ld + h * hd + e] - want);
+                        worst = err > worst ? err : worst;
+                        bad += !(err <= 2e-4 + 2e-4 * fabs(want));
+                    }
+                }
+            free(q), free(kk), free(v), free(r), free(o), free(o2);
+        }
+        char name[96];
+        snprintf(name, sizeof name, "%s: attn_rel within tolerance of fp64, pieces = one call",
+                 k->name);
+        check(!bad, name, "%d bad values, worst error %.3g", bad, worst);
+    }
+}
+
 int main(void)
 {
     find_tiers();
@@ -295,6 +387,8 @@ int main(void)
         check(k->rmsnorm && k->rope, name, "missing pointer");
     }
     check_act();
+    check_clamp();
+    check_attn_rel();
     check_rmsnorm();
     check_rmsnorm_fp64();
     check_rope();
