@@ -131,6 +131,17 @@ static void ops_table(const ge_stats *t, double phase_seconds, double peak8, dou
     }
 }
 
+/* The per-operation totals as a JSON object. */
+static void ops_json(FILE *f, const ge_stats *t)
+{
+    fputc('{', f);
+    for (int op = 0; op < GE_OP_COUNT; op++)
+        fprintf(f, "%s\n  \"%s\": {\"seconds\": %.4f, \"gmac\": %.3f, \"calls\": %llu}",
+                op ? "," : "", ge_op_name((ge_op)op), t->seconds[op], t->macs[op] * 1e-9,
+                t->calls[op]);
+    fputc('}', f);
+}
+
 static void stats_add(ge_stats *total, const ge_stats *s)
 {
     for (int op = 0; op < GE_OP_COUNT; op++) {
@@ -140,6 +151,13 @@ static void stats_add(ge_stats *total, const ge_stats *s)
     }
     total->forward_seconds += s->forward_seconds;
     total->vision_seconds += s->vision_seconds;
+    total->audio_seconds += s->audio_seconds;
+}
+
+/* The sample standard deviation of reps values from their sum and sum of squares. */
+static double sd_of(double sum, double sum2, int reps)
+{
+    return reps > 1 ? sqrt(fmax(0.0, (sum2 - sum * sum / reps) / (reps - 1))) : 0.0;
 }
 
 /* One synthetic image per budget (a 1280x960 picture's grid), encoded reps times: seconds
@@ -196,9 +214,80 @@ static bool bench_images(ge_model *m, int reps, image_case *cases, int *n_cases,
         if (!ok)
             return false;
         image_case *c = &cases[(*n_cases)++];
-        *c = (image_case){budgets[b], n, soft, sum / reps,
-                          reps > 1 ? sqrt(fmax(0.0, (sum2 - sum * sum / reps) / (reps - 1))) : 0,
+        *c = (image_case){budgets[b], n, soft, sum / reps, sd_of(sum, sum2, reps),
                           macs / secs * 1e-9};
+    }
+    ge_model_trim(m);
+    return true;
+}
+
+/* A synthetic clip per duration (PRODUCT.md 6: 1, 10, 30 s; two gliding tones over noise, the
+ * same samples every run), encoded reps times: seconds per clip, seconds of audio per second
+ * and the tower's GMAC/s. An mmproj without an audio tower (or a tower that is not there yet)
+ * gives no audio cases and is not a failure; another error is printed and returns false. */
+typedef struct {
+    double duration;
+    int64_t samples;
+    int soft;
+    double mean, sd, rate, gmacs;
+} audio_case;
+
+static void synth_clip(float *pcm, int64_t n)
+{
+    const double two_pi = 6.283185307179586;
+    unsigned r = 2463534242u;
+    for (int64_t i = 0; i < n; i++) {
+        double t = (double)i / GE_AUDIO_RATE;
+        r ^= r << 13, r ^= r >> 17, r ^= r << 5;
+        double noise = ((double)(r >> 8) / 16777216.0 - 0.5) * 0.1;
+        pcm[i] = (float)(0.3 * sin(two_pi * (220.0 + 20.0 * sin(t)) * t) +
+                         0.15 * sin(two_pi * 1375.0 * t) * (0.5 + 0.5 * sin(two_pi * 3.0 * t)) +
+                         noise);
+    }
+}
+
+static bool bench_audio(ge_model *m, int reps, audio_case *cases, int *n_cases,
+                        ge_stats *total)
+{
+    static const double durations[] = {1, 10, 30};
+    ge_err err;
+    *n_cases = 0;
+    for (size_t d = 0; d < sizeof durations / sizeof durations[0]; d++) {
+        const int64_t n = (int64_t)(durations[d] * GE_AUDIO_RATE);
+        const int64_t soft = ge_model_audio_tokens(m, n);
+        float *pcm = malloc((size_t)n * sizeof *pcm);
+        float *rows = malloc((size_t)soft * ge_model_hidden(m) * sizeof *rows);
+        if (!pcm || !rows) {
+            free(pcm), free(rows);
+            return fprintf(stderr, "gemmaembed: --bench: out of memory\n"), false;
+        }
+        synth_clip(pcm, n);
+        double sum = 0, sum2 = 0, macs = 0, secs = 0;
+        ge_status es = GE_OK;
+        for (int r = -1; !es && r < reps; r++) { /* r = -1: warm-up (repacking, workspace) */
+            ge_model_stats_reset(m);
+            es = ge_model_encode_audio(m, pcm, n, rows, &err);
+            ge_stats st;
+            ge_model_stats(m, &st);
+            if (es || r < 0)
+                continue;
+            sum += st.audio_seconds, sum2 += st.audio_seconds * st.audio_seconds;
+            secs += st.audio_seconds;
+            for (int op = 0; op < GE_OP_COUNT; op++)
+                macs += st.macs[op];
+            stats_add(total, &st);
+        }
+        free(pcm), free(rows);
+        if (es == GE_E_UNSUPPORTED && !*n_cases) { /* e.g. a vision-only mmproj */
+            fprintf(stderr, "gemmaembed: --bench: no audio cases: %s\n", err.msg);
+            return true;
+        }
+        if (es)
+            return fprintf(stderr, "gemmaembed: --bench: %s\n", err.msg), false;
+        audio_case *c = &cases[(*n_cases)++];
+        const double mean = sum / reps;
+        *c = (audio_case){durations[d], n, (int)soft, mean, sd_of(sum, sum2, reps),
+                          mean > 0 ? durations[d] / mean : 0, secs > 0 ? macs / secs * 1e-9 : 0};
     }
     ge_model_trim(m);
     return true;
@@ -276,7 +365,7 @@ int ge_bench_run(const ge_opts *o, ge_model *m, double t_start)
         }
         free(out);
         c->mean = sum / reps;
-        c->sd = reps > 1 ? sqrt(fmax(0.0, (sum2 - sum * sum / reps) / (reps - 1))) : 0.0;
+        c->sd = sd_of(sum, sum2, reps);
         c->rec_per_s = c->n_seq * reps / secs;
         fprintf(stderr, "| %-20s | %7zu | %4d | %12.1f ± %7.1f | %9.2f |\n", c->name, c->tokens,
                 reps, c->mean, c->sd, c->rec_per_s);
@@ -308,6 +397,26 @@ int ge_bench_run(const ge_opts *o, ge_model *m, double t_start)
         }
         ops_table(&itotal, itotal.vision_seconds, peak8, peak32, threads);
     }
+    /* and a clip of each duration through the audio tower; a failure there is reported and
+     * the run goes on (exit status 1 at the end) */
+    audio_case acases[3];
+    int n_aud = 0;
+    ge_stats atotal = {0};
+    bool audio_ok = !o->n_mmproj || o->nfiles || bench_audio(m, reps, acases, &n_aud, &atotal);
+    if (n_aud) {
+        fprintf(stderr, "\n| %-20s | %7s | %4s | %22s | %9s | %9s |\n", "audio (audio tower)",
+                "soft", "reps", "s/clip (mean ± sd)", "audio s/s", "GMAC/s");
+        fprintf(stderr, "|----------------------|---------|------|------------------------"
+                "|-----------|-----------|\n");
+        for (int i = 0; i < n_aud; i++) {
+            char name[32];
+            snprintf(name, sizeof name, "%g s clip", acases[i].duration);
+            fprintf(stderr, "| %-20s | %7d | %4d | %12.3f ± %7.3f | %9.1f | %9.1f |\n", name,
+                    acases[i].soft, reps, acases[i].mean, acases[i].sd, acases[i].rate,
+                    acases[i].gmacs);
+        }
+        ops_table(&atotal, atotal.audio_seconds, peak8, peak32, threads);
+    }
     struct rusage ru;
     getrusage(RUSAGE_SELF, &ru);
     fprintf(stderr, "\npeak RSS %.1f MB\n", ru.ru_maxrss / 1024.0);
@@ -328,23 +437,26 @@ int ge_bench_run(const ge_opts *o, ge_model *m, double t_start)
                     "\"tokens_per_s_mean\": %.2f, \"tokens_per_s_sd\": %.2f, "
                     "\"records_per_s\": %.3f}", i ? "," : "", cases[i].name, cases[i].n_seq,
                     cases[i].tokens, cases[i].mean, cases[i].sd, cases[i].rec_per_s);
-        fprintf(f, "],\n \"operations\": {");
-        for (int op = 0, k = 0; op < GE_OP_COUNT; op++)
-            fprintf(f, "%s\n  \"%s\": {\"seconds\": %.4f, \"gmac\": %.3f, \"calls\": %llu}",
-                    k++ ? "," : "", ge_op_name((ge_op)op), total.seconds[op],
-                    total.macs[op] * 1e-9, total.calls[op]);
-        fprintf(f, "},\n \"forward_seconds\": %.4f,\n \"images\": [", total.forward_seconds);
+        fprintf(f, "],\n \"operations\": ");
+        ops_json(f, &total);
+        fprintf(f, ",\n \"forward_seconds\": %.4f,\n \"images\": [", total.forward_seconds);
         for (int i = 0; i < n_img; i++)
             fprintf(f, "%s\n  {\"budget\": %d, \"patches\": %d, \"soft_tokens\": %d, "
                     "\"seconds_mean\": %.4f, \"seconds_sd\": %.4f, \"gmacs\": %.2f}",
                     i ? "," : "", icases[i].budget, icases[i].patches, icases[i].soft,
                     icases[i].mean, icases[i].sd, icases[i].gmacs);
-        fprintf(f, "],\n \"image_operations\": {");
-        for (int op = 0, k = 0; op < GE_OP_COUNT; op++)
-            fprintf(f, "%s\n  \"%s\": {\"seconds\": %.4f, \"gmac\": %.3f, \"calls\": %llu}",
-                    k++ ? "," : "", ge_op_name((ge_op)op), itotal.seconds[op],
-                    itotal.macs[op] * 1e-9, itotal.calls[op]);
-        fprintf(f, "}}\n");
+        fprintf(f, "],\n \"image_operations\": ");
+        ops_json(f, &itotal);
+        fprintf(f, ",\n \"audio\": [");
+        for (int i = 0; i < n_aud; i++)
+            fprintf(f, "%s\n  {\"audio_seconds\": %g, \"samples\": %lld, \"soft_tokens\": %d, "
+                    "\"seconds_mean\": %.4f, \"seconds_sd\": %.4f, "
+                    "\"audio_seconds_per_s\": %.2f, \"gmacs\": %.2f}", i ? "," : "",
+                    acases[i].duration, (long long)acases[i].samples, acases[i].soft,
+                    acases[i].mean, acases[i].sd, acases[i].rate, acases[i].gmacs);
+        fprintf(f, "],\n \"audio_operations\": ");
+        ops_json(f, &atotal);
+        fprintf(f, "}\n");
         if (fclose(f)) {
             fprintf(stderr, "gemmaembed: %s: write error\n", o->bench_json);
             return 4;
@@ -357,5 +469,5 @@ int ge_bench_run(const ge_opts *o, ge_model *m, double t_start)
         free(cases[i].lens);
     }
     free(vec);
-    return 0;
+    return audio_ok ? 0 : 1;
 }

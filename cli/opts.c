@@ -16,7 +16,8 @@
 enum {
     O_MODEL = 'm', O_OUTPUT = 'o', O_QUIET = 'q', O_HELP = 'h', O_VERSION = 'V',
     O_INPUT = 256, O_FORMAT, O_ENCODING, O_DIM, O_PROMPT, O_PREFIX, O_TRUNCATE, O_TOKENIZE,
-    O_ERRORS, O_IDS, O_MAX_ERRORS, O_MMPROJ, O_IMAGE_TOKENS, O_PRINT_CONFIG, O_RESUME, O_SHARD, O_PROGRESS, O_BENCH, O_BENCH_JSON, O_BENCH_REPS,
+    O_ERRORS, O_IDS, O_MAX_ERRORS, O_MMPROJ, O_IMAGE_TOKENS, O_AUDIO_MAX_SECONDS, O_PRINT_CONFIG, O_RESUME, O_SHARD,
+    O_PROGRESS, O_BENCH, O_BENCH_JSON, O_BENCH_REPS,
     O_SWITCH = 1000,   /* + index in the engine switch table */
     O_NO_SWITCH = 2000 /* + index: --no-<bool switch> */
 };
@@ -32,8 +33,10 @@ typedef struct {
 static const opt_row OPTS[] = {
     {O_MODEL, "model", "PATH", "$GEMMAEMBED_MODEL", "EmbeddingGemma 2 GGUF text model"},
     {O_MMPROJ, "mmproj", "PATH", "$GEMMAEMBED_MMPROJ",
-     "mmproj GGUF with the vision tower (for image records)"},
+     "mmproj GGUF with the vision and/or audio tower (twice: one of each)"},
     {O_IMAGE_TOKENS, "image-tokens", "70|140|280|560|1120", "280", "soft tokens per image"},
+    {O_AUDIO_MAX_SECONDS, "audio-max-seconds", "S", "30",
+     "keep the first S seconds of each audio clip (<= 3600)"},
     {O_OUTPUT, "output", "PATH", "stdout", "write results to PATH"},
     {O_FORMAT, "format", "jsonl|npy|f32|npz", "from the -o extension, else jsonl",
      "output format"},
@@ -119,6 +122,7 @@ int ge_opts_parse(int argc, char **argv, ge_opts *o, char *msg, size_t msglen)
     if (env && *env)
         o->mmproj[o->n_mmproj++] = env;
     o->image_tokens = 280;
+    o->audio_max_seconds = GE_AUDIO_MAX_SECONDS;
     bool mmproj_flag = false;
     ge_err e;
     size_t nsw;
@@ -201,6 +205,17 @@ int ge_opts_parse(int argc, char **argv, ge_opts *o, char *msg, size_t msglen)
                              "560, 1120", optarg);
             o->image_tokens = atoi(optarg);
             break;
+        case O_AUDIO_MAX_SECONDS: {
+            char *end;
+            errno = 0;
+            double sec = strtod(optarg, &end);
+            /* !(a && b) rejects NaN too */
+            if (!optarg[0] || *end || errno || !(sec > 0 && sec <= GE_AUDIO_SECONDS_CAP))
+                return usage(msg, msglen, "--audio-max-seconds: '%s' is not a number of "
+                             "seconds in (0, %g]", optarg, GE_AUDIO_SECONDS_CAP);
+            o->audio_max_seconds = sec;
+            break;
+        }
         case O_OUTPUT: o->output = optarg; break;
         case O_ERRORS: o->errors = optarg; break;
         case O_IDS: o->ids = optarg; break;
@@ -286,9 +301,10 @@ int ge_opts_parse(int argc, char **argv, ge_opts *o, char *msg, size_t msglen)
 void ge_opts_help(FILE *f)
 {
     fputs("Usage: gemmaembed -m MODEL [options] [FILE...]\n"
-          "Embed text and image records with EmbeddingGemma 2. Reads FILEs (gzip or plain;\n"
-          "'-' or no FILE = stdin): JSONL records {\"id\": ..., \"text\": ...} (\"image\": PATH,\n"
-          "\"content\": [items] with --mmproj), one text per line, or one image path per line.\n"
+          "Embed text, image and audio records with EmbeddingGemma 2. Reads FILEs (gzip or\n"
+          "plain; '-' or no FILE = stdin): JSONL records {\"id\": ..., \"text\": ...}\n"
+          "(\"image\": PATH, \"audio\": PATH, \"content\": [items] with --mmproj), one text\n"
+          "per line, or one image or audio path per line.\n"
           "SIGINT/SIGTERM stop cleanly and print the command that continues (--resume).\n"
           "\nOptions:\n",
           f);

@@ -18,6 +18,7 @@ typedef struct {
     const char *mmproj[2];  /* --mmproj (repeatable), or $GEMMAEMBED_MMPROJ */
     int n_mmproj;
     int image_tokens;       /* --image-tokens: soft tokens per image (budget) */
+    double audio_max_seconds; /* --audio-max-seconds: audio past this is cut, as HF does */
     const char *output;     /* -o; NULL = stdout */
     const char *errors;     /* --errors; NULL = default (see output.h) */
     const char *ids;        /* --ids; NULL = OUTPUT.ids.jsonl */

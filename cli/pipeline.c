@@ -36,7 +36,8 @@ enum { SLOT_EMPTY, SLOT_READ, SLOT_READY, SLOT_DONE };
 #define WAIT_MAX 0.02
 
 /* A record's item: a text, or a media item (an image: decoded and resized by the decode
- * stage, patched and encoded by the tower). */
+ * stage, patched and encoded by the tower; an audio clip: decoded to 16 kHz mono and cut by
+ * the decode stage, encoded by the tower). */
 typedef struct {
     ge_item_kind kind;
     char *data;        /* text, path or inline bytes (freed once decoded) */
@@ -44,7 +45,16 @@ typedef struct {
     bool inline_bytes;
     uint8_t *rgb;      /* [th, tw, 3] the resized image */
     int th, tw, n_soft;
+    float *pcm;        /* [n_pcm] the clip, 16 kHz mono */
+    int64_t n_pcm;
 } item;
+
+/* Bytes of decoded media an item holds until the tower has encoded it. */
+static size_t item_bytes(const item *it)
+{
+    return (it->rgb ? (size_t)it->th * it->tw * 3 : 0) +
+           (it->pcm ? (size_t)it->n_pcm * sizeof *it->pcm : 0);
+}
 
 typedef struct {
     int state;
@@ -102,7 +112,7 @@ static void slot_free(slot *s)
     free(s->id), free(s->where), free(s->err_msg), free(s->text), free(s->prefix);
     free(s->tokens), free(s->vec), free(s->rows);
     for (size_t i = 0; i < s->n_items; i++)
-        free(s->items[i].data), free(s->items[i].rgb);
+        free(s->items[i].data), free(s->items[i].rgb), free(s->items[i].pcm);
     free(s->items);
     memset(s, 0, sizeof *s);
 }
@@ -378,18 +388,11 @@ static ge_status read_file(const char *path, size_t max, char **buf, size_t *len
 
 #define MEDIA_FILE_MAX ((size_t)256 << 20)
 
-/* Decode and resize one image item (the tower patches and encodes it). */
-static ge_status decode_image(pipe_t *P, item *it, ge_err *err)
+/* Decode and resize one image (the tower patches and encodes it). */
+static ge_status decode_image(pipe_t *P, item *it, const char *bytes, size_t len, ge_err *err)
 {
-    char *file = NULL;
-    const char *bytes = it->data;
-    size_t len = it->len;
-    ge_status st = GE_OK;
-    if (!it->inline_bytes && (st = read_file(it->data, MEDIA_FILE_MAX, &file, &len, err)))
-        return st;
     ge_image img = {0};
-    st = ge_image_decode(file ? file : bytes, len, NULL, &img, err);
-    free(file);
+    ge_status st = ge_image_decode(bytes, len, NULL, &img, err);
     if (!st)
         st = ge_image_plan(img.h, img.w, P->c->image_tokens, &it->th, &it->tw, &it->n_soft,
                            err);
@@ -399,6 +402,48 @@ static ge_status decode_image(pipe_t *P, item *it, ge_err *err)
                      : ge_fail(err, GE_E_NOMEM, "out of memory");
     }
     ge_image_free(&img);
+    return st;
+}
+
+/* Decode one clip to 16 kHz mono, cut to --audio-max-seconds silently as Hugging Face's
+ * feature extractor cuts it; its soft-token count comes from its length (the tower runs the
+ * front end and encodes it). */
+static ge_status decode_audio(pipe_t *P, item *it, const char *bytes, size_t len, ge_err *err)
+{
+    ge_audio a = {0};
+    ge_audio_limits lim = {P->c->audio_max_seconds};
+    ge_status st = ge_audio_decode(bytes, len, &lim, &a, err);
+    if (st)
+        return st;
+    int64_t soft = ge_model_audio_tokens(P->c->model, a.n);
+    if (soft <= 0) { /* no empty audio block: name the shortest clip that would do */
+        int64_t need = a.n + 1;
+        while (need < GE_AUDIO_RATE && ge_model_audio_tokens(P->c->model, need) <= 0)
+            need++;
+        st = ge_fail(err, GE_E_INPUT, "too short: %lld samples (%.0f ms) gives no complete "
+                     "10 ms frame (needs at least %lld samples at 16 kHz)", (long long)a.n,
+                     (double)a.n * 1000.0 / GE_AUDIO_RATE, (long long)need);
+    } else {
+        it->n_soft = (int)soft; /* at most GE_AUDIO_SECONDS_CAP * 25 */
+        if (!P->o->tokenize) /* --tokenize needs only the count */
+            it->pcm = a.pcm, it->n_pcm = a.n, a.pcm = NULL;
+    }
+    ge_audio_free(&a);
+    return st;
+}
+
+/* Decode one image or audio item from its file or inline bytes. */
+static ge_status decode_media(pipe_t *P, item *it, ge_err *err)
+{
+    char *file = NULL;
+    size_t len = it->len;
+    ge_status st = GE_OK;
+    if (!it->inline_bytes && (st = read_file(it->data, MEDIA_FILE_MAX, &file, &len, err)))
+        return st;
+    const char *bytes = file ? file : it->data;
+    st = it->kind == GE_ITEM_IMAGE ? decode_image(P, it, bytes, len, err)
+                                   : decode_audio(P, it, bytes, len, err);
+    free(file);
     free(it->data);
     it->data = NULL;
     return st;
@@ -406,7 +451,8 @@ static ge_status decode_image(pipe_t *P, item *it, ge_err *err)
 
 static const char *const ITEM_NAME[] = {"text", "image", "audio", "video"};
 
-/* A record with media: decode its images, then tokenize texts and media blocks together. */
+/* A record with media: decode its images and clips, then tokenize texts and media blocks
+ * together. */
 static void decode_record(pipe_t *P, slot *s, ge_tokens *toks)
 {
     ge_err e = {0};
@@ -416,17 +462,20 @@ static void decode_record(pipe_t *P, slot *s, ge_tokens *toks)
         item *it = &s->items[i];
         if (it->kind == GE_ITEM_TEXT) {
             parts[i] = (ge_part){GE_PART_TEXT, it->data, it->len, 0};
-        } else if (it->kind == GE_ITEM_IMAGE) {
+        } else if (it->kind == GE_ITEM_IMAGE || it->kind == GE_ITEM_AUDIO) {
+            const bool image = it->kind == GE_ITEM_IMAGE;
             char name[300] = "inline data";
             if (!it->inline_bytes)
                 snprintf(name, sizeof name, "%s", it->data);
-            st = P->c->vision ? decode_image(P, it, &e)
-                              : ge_fail(&e, GE_E_UNSUPPORTED, "images need a vision tower: "
-                                        "give --mmproj");
+            st = P->c->mmproj ? decode_media(P, it, &e)
+                              : ge_fail(&e, GE_E_UNSUPPORTED, "%s: give --mmproj",
+                                        image ? "images need a vision tower"
+                                              : "audio needs an audio tower");
             if (st)
-                ge_err_prefix(&e, "image item %zu (%s)", i + 1, name);
+                ge_err_prefix(&e, "%s item %zu (%s)", ITEM_NAME[it->kind], i + 1, name);
             else
-                parts[i] = (ge_part){GE_PART_IMAGE, NULL, 0, it->n_soft};
+                parts[i] = (ge_part){image ? GE_PART_IMAGE : GE_PART_AUDIO, NULL, 0,
+                                     it->n_soft};
         } else {
             st = ge_fail(&e, GE_E_UNSUPPORTED, "item %zu: %s input is not available yet",
                          i + 1, ITEM_NAME[it->kind]);
@@ -476,7 +525,7 @@ static void *worker_main(void *v)
             n = CLAIM;
         P->n_claimed += n;
         pthread_mutex_unlock(&P->mu);
-        size_t grown = 0; /* decoded images: charged to the byte budget */
+        size_t grown = 0; /* decoded images and clips: charged to the byte budget */
         for (unsigned long long q = first; q < first + n; q++) {
             slot *s = at(P, q);
             if (s->err_code)
@@ -486,11 +535,10 @@ static void *worker_main(void *v)
                 continue;
             }
             decode_record(P, s, &toks);
-            for (size_t i = 0; i < s->n_items; i++)
-                if (s->items[i].rgb) {
-                    size_t b = (size_t)s->items[i].th * s->items[i].tw * 3;
-                    s->bytes += b, grown += b;
-                }
+            for (size_t i = 0; i < s->n_items; i++) {
+                size_t b = item_bytes(&s->items[i]);
+                s->bytes += b, grown += b;
+            }
         }
         pthread_mutex_lock(&P->mu);
         P->bytes += grown;
@@ -552,34 +600,43 @@ static void embed_wave(pipe_t *P, const job *w, size_t n, const int32_t **ids, s
     }
 }
 
-/* The soft tokens of a record's images, in sequence order, into s->rows (an error makes it
- * an error record). */
+/* Patch one resized image and encode it into rows. */
+static ge_status encode_image(pipe_t *P, const item *it, float *rows, ge_err *e)
+{
+    const int pw = it->tw / GE_IMAGE_PATCH, ph = it->th / GE_IMAGE_PATCH;
+    const size_t np = (size_t)pw * ph;
+    float *patches = malloc(np * GE_IMAGE_PATCH_DIM * sizeof *patches);
+    int32_t *pos = malloc(np * 2 * sizeof *pos);
+    ge_status st = patches && pos ? ge_image_patchify(it->rgb, it->th, it->tw, patches, pos, e)
+                                  : ge_fail(e, GE_E_NOMEM, "out of memory");
+    if (!st)
+        st = ge_model_encode_image(P->c->model, patches, pos, pw, ph, rows, e);
+    free(patches), free(pos);
+    return st;
+}
+
+/* The soft tokens of a record's images and clips, in sequence order, into s->rows (an error
+ * makes it an error record). */
 static void encode_media(pipe_t *P, slot *s)
 {
     ge_err e = {0};
     const int H = ge_model_hidden(P->c->model);
     size_t total = 0;
     for (size_t i = 0; i < s->n_items; i++)
-        total += s->items[i].rgb ? (size_t)s->items[i].n_soft : 0;
+        total += s->items[i].rgb || s->items[i].pcm ? (size_t)s->items[i].n_soft : 0;
     ge_status st = (s->rows = malloc(total * H * sizeof *s->rows)) || !total
                        ? GE_OK : ge_fail(&e, GE_E_NOMEM, "out of memory");
     for (size_t i = 0, at_row = 0; !st && i < s->n_items; i++) {
         item *it = &s->items[i];
-        if (!it->rgb)
+        if (!it->rgb && !it->pcm)
             continue;
-        const int pw = it->tw / GE_IMAGE_PATCH, ph = it->th / GE_IMAGE_PATCH;
-        const size_t np = (size_t)pw * ph;
-        float *patches = malloc(np * GE_IMAGE_PATCH_DIM * sizeof *patches);
-        int32_t *pos = malloc(np * 2 * sizeof *pos);
-        st = patches && pos ? ge_image_patchify(it->rgb, it->th, it->tw, patches, pos, &e)
-                            : ge_fail(&e, GE_E_NOMEM, "out of memory");
-        if (!st)
-            st = ge_model_encode_image(P->c->model, patches, pos, pw, ph,
-                                       s->rows + at_row * H, &e);
+        float *rows = s->rows + at_row * H;
+        st = it->rgb ? encode_image(P, it, rows, &e)
+                     : ge_model_encode_audio(P->c->model, it->pcm, it->n_pcm, rows, &e);
         if (st)
-            ge_err_prefix(&e, "image item %zu", i + 1);
-        free(patches), free(pos), free(it->rgb);
-        it->rgb = NULL;
+            ge_err_prefix(&e, "%s item %zu", ITEM_NAME[it->kind], i + 1);
+        free(it->rgb), free(it->pcm);
+        it->rgb = NULL, it->pcm = NULL;
         at_row += (size_t)it->n_soft;
     }
     s->n_rows = total;
@@ -602,11 +659,11 @@ static void publish(pipe_t *P, unsigned long long end)
 }
 
 /* A window's records and the arrays its waves share. Records [first, first + next) are
- * embedded and handed to the writer; image is the record whose images are being encoded. */
+ * embedded and handed to the writer; encoding is the record whose media are being encoded. */
 typedef struct {
     pipe_t *P;
     unsigned long long first;
-    size_t next, image;
+    size_t next, encoding;
     const int32_t **ids;
     size_t *lens;
     ge_media_rows *media;
@@ -614,15 +671,15 @@ typedef struct {
     job *wave;
 } window;
 
-/* --yield, between two layers of an image's tower: embed one wave of the records before the
- * image's record, in input order (up to a wave's tokens; a longer record alone), and hand
- * them to the writer, so that they do not wait for the image. */
+/* --yield, between two layers of a media tower: embed one wave of the records before the
+ * record being encoded, in input order (up to a wave's tokens; a longer record alone), and
+ * hand them to the writer, so that they do not wait for its images or clips. */
 static void yield_wave(void *ctx)
 {
     window *W = ctx;
     pipe_t *P = W->P;
     size_t k = 0, tokens = 0, i = W->next;
-    for (; i < W->image; i++) {
+    for (; i < W->encoding; i++) {
         const slot *s = at(P, W->first + i);
         if (s->err_code)
             continue;
@@ -639,11 +696,12 @@ static void yield_wave(void *ctx)
     pthread_mutex_unlock(&P->mu);
 }
 
-/* Embed the records among seq [first, first + *n): their images first (with --yield, waves of
- * the records before each image run between its tower's layers), then every sequence left,
- * longest first, packed into waves first-fit-decreasing (a record longer than a wave runs
- * alone). A stop signal between two records' images cuts the window there (*n shrinks): the
- * rest is left for --resume rather than held up behind minutes of image work. */
+/* Embed the records among seq [first, first + *n): their media first (images and clips; with
+ * --yield, waves of the records before each media record run between its towers' layers),
+ * then every sequence left, longest first, packed into waves first-fit-decreasing (a record
+ * longer than a wave runs alone). A stop signal between two media records cuts the window
+ * there (*n shrinks): the rest is left for --resume rather than held up behind minutes of
+ * tower work. */
 static bool embed_window(pipe_t *P, unsigned long long first, size_t *n_io)
 {
     size_t n = *n_io;
@@ -654,22 +712,22 @@ static bool embed_window(pipe_t *P, unsigned long long first, size_t *n_io)
                 malloc(n * sizeof *W.wave)};
     bool ok = jobs && fill_of && bin_of && W.ids && W.lens && W.media && W.vecs && W.wave;
     size_t m = 0, bins = 0;
-    bool images = false;
-    /* the images first: their soft tokens go into the sequences */
+    bool media = false;
+    /* the media first: their soft tokens go into the sequences */
     for (size_t i = 0; ok && i < n; i++) {
         if (!at(P, first + i)->err_code && at(P, first + i)->n_items) {
             if (i > 0 && stopping(P)) {
                 n = *n_io = i;
                 break;
             }
-            W.image = i;
+            W.encoding = i;
             ge_model_set_yield(P->c->model, (ge_yield){yield_wave, &W});
             encode_media(P, at(P, first + i));
-            images = true;
+            media = true;
         }
     }
     ge_model_set_yield(P->c->model, (ge_yield){NULL, NULL});
-    if (images) /* the towers' workspaces are not needed by the text waves */
+    if (media) /* the towers' workspaces are not needed by the text waves */
         ge_model_trim(P->c->model);
     for (size_t i = W.next; ok && i < n; i++)
         if (!at(P, first + i)->err_code)

@@ -1,10 +1,12 @@
 /* pipeline.h - the record stream of a run, as stages on their own threads:
  *
  *   reader (the calling thread: input, --shard, --resume skip)
- *     -> decode/tokenize workers (images decoded and resized, then the record's texts and
- *        media blocks tokenized: every token and soft-token count known here)
- *     -> tower thread (windows of consecutive records: their images through the vision
- *        tower, then the sequences sorted by length and packed into waves, Matryoshka)
+ *     -> decode/tokenize workers (images decoded and resized, audio decoded to 16 kHz and
+ *        cut, then the record's texts and media blocks tokenized: every token and
+ *        soft-token count known here)
+ *     -> tower thread (windows of consecutive records: their images and clips through the
+ *        vision and audio towers, then the sequences sorted by length and packed into
+ *        waves, Matryoshka)
  *     -> writer thread (input order restored, error records, checkpoints, progress).
  *
  * Every input record yields exactly one output row or error record, in input order. Memory
@@ -29,7 +31,8 @@ typedef struct {
     const char *prefix;      /* global prompt prefix, or NULL */
     int dim;                 /* output width (Matryoshka) */
     int image_tokens;        /* soft tokens per image (--image-tokens) */
-    bool vision;             /* an mmproj was given: images can be embedded */
+    double audio_max_seconds; /* audio past this is cut (--audio-max-seconds) */
+    bool mmproj;             /* an mmproj was given: media can be embedded */
     bool binary;             /* npy/f32/npz output: rows cannot carry notes */
     bool progress;           /* draw the progress line on stderr */
     unsigned long long skip; /* input records already done (--resume) */

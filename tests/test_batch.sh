@@ -258,8 +258,8 @@ import json
 got = [json.loads(l) for l in open("files.out")]
 want = [("img.png", "unsupported", "(img.png): images need a vision tower: give --mmproj"),
         ("photo.dat", "unsupported", "(photo.dat): images need a vision tower: give --mmproj"),
-        ("sound.wav", "unsupported", "sound.wav: audio input is not available yet"),
-        ("song.flac", "unsupported", "song.flac: audio input is not available yet"),
+        ("sound.wav", "unsupported", "(sound.wav): audio needs an audio tower: give --mmproj"),
+        ("song.flac", "unsupported", "(song.flac): audio needs an audio tower: give --mmproj"),
         ("clip.mp4", "unsupported", "clip.mp4: video input is not available yet"),
         ("notes.txt", "bad_record", "notes.txt: not a media file"),
         ("missing.png", "io", "missing.png: No such file or directory")]
