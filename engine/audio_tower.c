@@ -483,7 +483,15 @@ static void row_pass(pass_job *j, pass_kind kind, int64_t n)
 {
     j->kind = kind;
     j->n = n;
+    const double t0 = ge_now();
     ge_parallel(j->P->m, (n + ROW_BLOCK - 1) / ROW_BLOCK, 0, pass_task, j);
+    /* the attention pass under "attention" (with its MACs), the rest under "norm" */
+    const ge_op op = kind == PASS_ATTN ? GE_OP_ATTENTION : GE_OP_NORM;
+    ge_stats *st = &j->P->m->stats;
+    st->seconds[op] += ge_now() - t0;
+    st->calls[op]++;
+    if (kind == PASS_ATTN) /* q . (k + r) and p . v over about CONTEXT keys per query */
+        st->macs[op] += 2.0 * (double)n * CONTEXT * j->t->D;
 }
 
 static ge_status load_vecs(const ge_audio_tower *t, const alayer *l, vecs *v, float *buf)
@@ -614,7 +622,10 @@ static void ln_relu_task(void *ctx, int64_t task, int worker)
 static void ln_relu(const path *P, float *x, int64_t n, int c, const float *w)
 {
     ln_job j = {P->k, x, n, c, w};
+    const double t0 = ge_now();
     ge_parallel(P->m, (n + LN_BLOCK - 1) / LN_BLOCK, 0, ln_relu_task, &j);
+    P->m->stats.seconds[GE_OP_NORM] += ge_now() - t0;
+    P->m->stats.calls[GE_OP_NORM]++;
 }
 
 /* The 3x3 patch at output (r, f) of a stride-2, padding-1 convolution over rows [0, rows) of

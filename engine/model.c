@@ -511,7 +511,10 @@ ge_status ge_model_encode_audio(ge_model *m, const float *pcm, int64_t n, float 
         return ge_fail(err, GE_E_NOMEM, "out of memory for %lld feature frames",
                        (long long)frames);
     const ge_yield hook = {timed_yield, m};
+    double tf = ge_now();
     st = ge_model_audio_features(m, pcm, n, feat, err);
+    m->stats.seconds[GE_OP_OTHER] += ge_now() - tf; /* the log-mel front end */
+    m->stats.calls[GE_OP_OTHER]++;
     if (!st)
         st = ge_audio_tower_encode(m, m->audio, m->cfg.v[GE_CFG_MEDIA_FAST], feat, valid, rows,
                                    m->cfg.v[GE_CFG_YIELD] && m->yield.fn ? &hook : NULL, err);
