@@ -21,7 +21,8 @@
 #define CONTEXT 12      /* keys per query: the frame and the 11 before it */
 #define N_REL 13        /* relative positions with keys (d = 0..12; 12 is always masked) */
 #define LOGIT_CAP 50.0f
-#define MAX_HEAD_DIM 1024
+#define K_SCALE 1.8946361239720115f /* ln(1 + e) / ln 2 (SPEC.md 6.3) */
+#define MAX_HEAD_DIM GE_ATTN_REL_MAX_HEAD_DIM
 #define CONV_K 3        /* the sub-sampling convolutions: 3x3, stride 2, padding 1 */
 
 typedef struct {
@@ -346,7 +347,7 @@ typedef enum {
     PASS_FFN_OUT,  /* x += 0.5 post(clamp(clamp_out(down, a))); last: x = ln2(clamp(x)) */
     PASS_ATTN_IN,  /* a = attn_pre(clamp(x)) */
     PASS_CLAMP,    /* b = clamp(a) to [lo, hi] (the input of q, k or v) */
-    PASS_QKV,      /* q, k, v = their clamp_out; q, k scaled */
+    PASS_QKV,      /* q, k, v = their clamp_out */
     PASS_ATTN,     /* b = the local attention of q, k, v; clamp_in(o, b) */
     PASS_ATTN_OUT, /* x += attn_post(clamp(clamp_out(o, a))) */
     PASS_CONV_IN,  /* a = clamp_in(pw1, conv_norm(x)) */
@@ -397,18 +398,15 @@ static void pass_task(void *ctx, int64_t task, int worker)
     case PASS_FFN_ACT: {
         const clin *up = &l->up[j->ffn], *dn = &l->down[j->ffn];
         float *h = w->h + (size_t)t0 * j->width;
-        const int64_t n = rows * j->width;
-        k->clamp(h, h, n, up->out_lo, up->out_hi);
-        k->act_mul(h, NULL, n, GE_SILU);
-        k->clamp(h, h, n, dn->in_lo, dn->in_hi);
+        const float clip[4] = {up->out_lo, up->out_hi, dn->in_lo, dn->in_hi};
+        k->act_mul(h, NULL, rows * j->width, GE_SILU, clip);
         break;
     }
     case PASS_FFN_OUT: {
         float *a = w->a + off, *x = w->x + off;
         k->clamp(a, a, (int64_t)len, l->down[j->ffn].out_lo, l->down[j->ffn].out_hi);
         rmsnorm_clamped(k, a, a, rows, D, nv->ffn_post[j->ffn]);
-        for (size_t i = 0; i < len; i++)
-            x[i] += 0.5f * a[i]; /* the macaron half step */
+        k->axpy(x, a, (int64_t)len, 0.5f); /* the macaron half step */
         if (j->last)
             rmsnorm_clamped(k, x, x, rows, D, nv->ln2);
         break;
@@ -419,20 +417,14 @@ static void pass_task(void *ctx, int64_t task, int worker)
     case PASS_CLAMP:
         k->clamp(w->b + off, w->a + off, (int64_t)len, j->lo, j->hi);
         break;
-    case PASS_QKV: {
-        const float ks = (float)(log1p(exp(1.0)) / log(2.0));
-        float *q = w->q + off, *kk = w->k + off, *v = w->v + off;
-        k->clamp(q, q, (int64_t)len, l->q.out_lo, l->q.out_hi);
-        k->clamp(kk, kk, (int64_t)len, l->k.out_lo, l->k.out_hi);
-        k->clamp(v, v, (int64_t)len, l->v.out_lo, l->v.out_hi);
-        for (size_t i = 0; i < len; i++) {
-            q[i] *= nv->qs[i % (size_t)t->head_dim];
-            kk[i] *= ks;
-        }
+    case PASS_QKV: /* (the q and k scales are the attention kernel's) */
+        k->clamp(w->q + off, w->q + off, (int64_t)len, l->q.out_lo, l->q.out_hi);
+        k->clamp(w->k + off, w->k + off, (int64_t)len, l->k.out_lo, l->k.out_hi);
+        k->clamp(w->v + off, w->v + off, (int64_t)len, l->v.out_lo, l->v.out_hi);
         break;
-    }
     case PASS_ATTN: {
         const ge_attn_rel_args aa = {.q = w->q, .k = w->k, .v = w->v, .r = j->rel, .o = w->b,
+                                     .q_scale = nv->qs, .k_scale = K_SCALE,
                                      .ld = (int64_t)D, .n_head = t->n_head,
                                      .head_dim = t->head_dim, .window = CONTEXT,
                                      .cap = LOGIT_CAP};
@@ -444,8 +436,7 @@ static void pass_task(void *ctx, int64_t task, int worker)
         float *a = w->a + off, *x = w->x + off;
         k->clamp(a, a, (int64_t)len, l->o.out_lo, l->o.out_hi);
         rmsnorm_clamped(k, a, a, rows, D, nv->attn_post);
-        for (size_t i = 0; i < len; i++)
-            x[i] += a[i];
+        k->axpy(x, a, (int64_t)len, 1.0f);
         break;
     }
     case PASS_CONV_IN:
@@ -459,21 +450,20 @@ static void pass_task(void *ctx, int64_t task, int worker)
             float *h = w->h + (size_t)r * 2 * D, *b = w->b + (size_t)(j->off + r) * D;
             k->clamp(h, h, (int64_t)(2 * D), l->pw1.out_lo, l->pw1.out_hi);
             memcpy(b, h + D, D * sizeof *b);
-            k->act_mul(b, h, (int64_t)D, GE_SIGMOID); /* first half x sigmoid(second half) */
+            k->act_mul(b, h, (int64_t)D, GE_SIGMOID, NULL); /* first half x sigmoid(second half) */
         }
         break;
     }
     case PASS_DW:
         k->dwconv(w->a, w->b, t0, t1, nv->dw, t->K, (int64_t)D);
         rmsnorm_clamped(k, w->a + off, w->a + off, rows, D, nv->norm_conv);
-        k->act_mul(w->a + off, NULL, (int64_t)len, GE_SILU);
-        k->clamp(w->a + off, w->a + off, (int64_t)len, l->pw2.in_lo, l->pw2.in_hi);
+        k->act_mul(w->a + off, NULL, (int64_t)len, GE_SILU,
+                   (const float[4]){-INFINITY, INFINITY, l->pw2.in_lo, l->pw2.in_hi});
         break;
     case PASS_CONV_OUT: {
         float *b = w->b + off, *x = w->x + off;
         k->clamp(b, b, (int64_t)len, l->pw2.out_lo, l->pw2.out_hi);
-        for (size_t i = 0; i < len; i++)
-            x[i] += b[i];
+        k->axpy(x, b, (int64_t)len, 1.0f);
         break;
     }
     }
@@ -810,8 +800,7 @@ ge_status ge_audio_tower_encode(ge_model *m, ge_audio_tower *t, bool fast, const
         if ((st = linear(&P, w->x + (size_t)c0 * D, cn, &t->out_w, w->h, err)))
             break;
         for (int64_t i = 0; i < cn; i++)
-            for (int e = 0; e < t->E; e++)
-                w->h[(size_t)i * t->E + e] += bias[e];
+            P.k->axpy(w->h + (size_t)i * t->E, bias, t->E, 1.0f);
         P.k->rmsnorm(w->h, cn, t->E, NULL, NORM_EPS);
         st = linear(&P, w->h, cn, &t->proj, out + (size_t)c0 * t->proj_dim, err);
     }

@@ -196,12 +196,12 @@ static void ew_task(void *ctx, int64_t task, int worker)
     }
     case EW_GELU_MUL: /* g = gelu(g) * u over [T, F] */
         j->m->kern->act_mul(b->g + (size_t)t0 * F, b->u + (size_t)t0 * F,
-                             (int64_t)(t1 - t0) * F, GE_GELU_TANH);
+                             (int64_t)(t1 - t0) * F, GE_GELU_TANH, NULL);
         break;
     case EW_GELU_PLE: /* g = gelu(g) * ple[t, li] over [T, P] */
         for (int t = t0; t < t1; t++)
             j->m->kern->act_mul(b->g + (size_t)t * P,
-                                 b->ple + (size_t)t * P, P, GE_GELU_TANH);
+                                 b->ple + (size_t)t * P, P, GE_GELU_TANH, NULL);
         break;
     case EW_ADD: /* x += a */
         for (size_t i = (size_t)t0 * H; i < (size_t)t1 * H; i++)

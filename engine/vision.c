@@ -345,7 +345,7 @@ static void pass_task(void *ctx, int64_t task, int worker)
         break;
     case PASS_GELU:
         k->act_mul(w->g + (size_t)t0 * v->n_ff, w->u + (size_t)t0 * v->n_ff,
-                    (t1 - t0) * v->n_ff, j->gelu);
+                    (t1 - t0) * v->n_ff, j->gelu, NULL);
         break;
     }
 }

@@ -5,11 +5,15 @@
 #include "act.h"
 #include "kern.h"
 
-void ge_act_mul_scalar(float *g, const float *u, int64_t n, ge_act kind)
+void ge_act_mul_scalar(float *g, const float *u, int64_t n, ge_act kind, const float *clip)
 {
     const float c = 0.7978845608028654f; /* sqrt(2/pi) */
     for (int64_t i = 0; i < n; i++) {
-        const float x = g[i];
+        float x = g[i];
+        if (clip) {
+            x = x < clip[0] ? clip[0] : x;
+            x = x > clip[1] ? clip[1] : x;
+        }
         float y;
         switch (kind) {
         case GE_GELU_QUICK: y = x / (1.0f + expf(-GE_QUICK_GELU_K * x)); break;
@@ -17,7 +21,12 @@ void ge_act_mul_scalar(float *g, const float *u, int64_t n, ge_act kind)
         case GE_SIGMOID: y = 1.0f / (1.0f + expf(-x)); break;
         default: y = 0.5f * x * (1.0f + tanhf(c * (x + 0.044715f * x * x * x))); break;
         }
-        g[i] = u ? y * u[i] : y;
+        y = u ? y * u[i] : y;
+        if (clip) {
+            y = y < clip[2] ? clip[2] : y;
+            y = y > clip[3] ? clip[3] : y;
+        }
+        g[i] = y;
     }
 }
 
@@ -27,6 +36,12 @@ void ge_clamp_scalar(float *dst, const float *src, int64_t n, float lo, float hi
         const float x = src[i] < lo ? lo : src[i];
         dst[i] = x > hi ? hi : x;
     }
+}
+
+void ge_axpy_scalar(float *y, const float *x, int64_t n, float a)
+{
+    for (int64_t i = 0; i < n; i++)
+        y[i] = y[i] + a * x[i];
 }
 
 void ge_dwconv_scalar(float *y, const float *x, int64_t t0, int64_t t1, const float *w, int k,
@@ -80,6 +95,7 @@ void ge_act_fill(ge_kern *k, ge_tier tier)
     k->act_mul = ge_act_mul_scalar;
     k->clamp = ge_clamp_scalar;
     k->dwconv = ge_dwconv_scalar;
+    k->axpy = ge_axpy_scalar;
     k->rmsnorm = ge_rmsnorm_scalar;
     k->rope = ge_rope_scalar;
 #if defined(__x86_64__)
@@ -87,6 +103,7 @@ void ge_act_fill(ge_kern *k, ge_tier tier)
         k->act_mul = ge_act_mul_avx2;
         k->clamp = ge_clamp_avx2;
         k->dwconv = ge_dwconv_avx2;
+        k->axpy = ge_axpy_avx2;
         k->rmsnorm = ge_rmsnorm_avx2;
         k->rope = ge_rope_avx2;
     }
@@ -94,6 +111,7 @@ void ge_act_fill(ge_kern *k, ge_tier tier)
         k->act_mul = ge_act_mul_avx512;
         k->clamp = ge_clamp_avx512;
         k->dwconv = ge_dwconv_avx512;
+        k->axpy = ge_axpy_avx512;
         k->rmsnorm = ge_rmsnorm_avx512;
         k->rope = ge_rope_avx512;
     }

@@ -1,4 +1,4 @@
-/* act.h - activation and per-row kernels per tier (kern.h act_mul, clamp, dwconv, rmsnorm, rope). */
+/* act.h - activation and per-row kernels per tier (kern.h act_mul, clamp, axpy, dwconv, rmsnorm, rope). */
 #ifndef GE_ACT_H
 #define GE_ACT_H
 
@@ -6,13 +6,20 @@
 
 #include "kern.h"
 
-void ge_act_mul_scalar(float *g, const float *u, int64_t n, ge_act kind);
-void ge_act_mul_avx2(float *g, const float *u, int64_t n, ge_act kind);
-void ge_act_mul_avx512(float *g, const float *u, int64_t n, ge_act kind);
+void ge_act_mul_scalar(float *g, const float *u, int64_t n, ge_act kind,
+                       const float *clip);
+void ge_act_mul_avx2(float *g, const float *u, int64_t n, ge_act kind,
+                     const float *clip);
+void ge_act_mul_avx512(float *g, const float *u, int64_t n, ge_act kind,
+                       const float *clip);
 
 void ge_clamp_scalar(float *dst, const float *src, int64_t n, float lo, float hi);
 void ge_clamp_avx2(float *dst, const float *src, int64_t n, float lo, float hi);
 void ge_clamp_avx512(float *dst, const float *src, int64_t n, float lo, float hi);
+
+void ge_axpy_scalar(float *y, const float *x, int64_t n, float a);
+void ge_axpy_avx2(float *y, const float *x, int64_t n, float a);
+void ge_axpy_avx512(float *y, const float *x, int64_t n, float a);
 
 void ge_dwconv_scalar(float *y, const float *x, int64_t t0, int64_t t1, const float *w, int k,
                       int64_t c);

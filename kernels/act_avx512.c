@@ -13,7 +13,7 @@
 
 #define CHUNK 256
 
-void ge_act_mul_avx512(float *g, const float *u, int64_t n, ge_act kind)
+void ge_act_mul_avx512(float *g, const float *u, int64_t n, ge_act kind, const float *clip)
 {
     float arg[CHUNK], e[CHUNK];
     const __m512 c = _mm512_set1_ps(-2.0f * 0.7978845608028654f), k = _mm512_set1_ps(0.044715f);
@@ -22,26 +22,42 @@ void ge_act_mul_avx512(float *g, const float *u, int64_t n, ge_act kind)
     const float kf = kind == GE_GELU_QUICK ? GE_QUICK_GELU_K : 1.0f;
     const __m512 ck = _mm512_set1_ps(-kf);
     const int tanh_form = kind == GE_GELU_TANH, gate = kind == GE_SIGMOID;
+    /* without clip: bounds that change nothing (a NaN stays NaN either way) */
+    const float b0 = clip ? clip[0] : -INFINITY, b1 = clip ? clip[1] : INFINITY;
+    const float b2 = clip ? clip[2] : -INFINITY, b3 = clip ? clip[3] : INFINITY;
+    const __m512 lo = _mm512_set1_ps(b0), hi = _mm512_set1_ps(b1);
+    const __m512 lo2 = _mm512_set1_ps(b2), hi2 = _mm512_set1_ps(b3);
     for (int64_t i0 = 0; i0 < n; i0 += CHUNK) {
         int64_t m = n - i0 < CHUNK ? n - i0 : CHUNK, i = 0;
         for (; i + 16 <= m; i += 16) {
             __m512 x = _mm512_loadu_ps(g + i0 + i);
+            if (clip) {
+                x = _mm512_min_ps(hi, _mm512_max_ps(lo, x));
+                _mm512_storeu_ps(g + i0 + i, x);
+            }
             __m512 x3 = _mm512_mul_ps(_mm512_mul_ps(x, x), x);
             _mm512_storeu_ps(arg + i, tanh_form ? _mm512_mul_ps(c, _mm512_fmadd_ps(k, x3, x)) : _mm512_mul_ps(ck, x));
         }
         for (; i < m; i++) {
             float x = g[i0 + i];
+            if (clip) {
+                x = x < b0 ? b0 : x;
+                g[i0 + i] = x = x > b1 ? b1 : x;
+            }
             arg[i] = tanh_form ? -2.0f * 0.7978845608028654f * (x + 0.044715f * x * x * x) : -kf * x;
         }
         ge_attn_exp_avx512(arg, e, m);
         for (i = 0; i + 16 <= m; i += 16) {
             __m512 x = gate ? one : _mm512_loadu_ps(g + i0 + i);
             __m512 y = _mm512_div_ps(x, _mm512_add_ps(one, _mm512_loadu_ps(e + i)));
-            _mm512_storeu_ps(g + i0 + i, u ? _mm512_mul_ps(y, _mm512_loadu_ps(u + i0 + i)) : y);
+            y = u ? _mm512_mul_ps(y, _mm512_loadu_ps(u + i0 + i)) : y;
+            _mm512_storeu_ps(g + i0 + i, clip ? _mm512_min_ps(hi2, _mm512_max_ps(lo2, y)) : y);
         }
         for (; i < m; i++) {
-            const float y = (gate ? 1.0f : g[i0 + i]) / (1.0f + e[i]);
-            g[i0 + i] = u ? y * u[i0 + i] : y;
+            float y = (gate ? 1.0f : g[i0 + i]) / (1.0f + e[i]);
+            y = u ? y * u[i0 + i] : y;
+            y = y < b2 ? b2 : y;
+            g[i0 + i] = y > b3 ? b3 : y;
         }
     }
 }
@@ -58,6 +74,16 @@ void ge_clamp_avx512(float *dst, const float *src, int64_t n, float lo, float hi
         const float x = src[i] < lo ? lo : src[i];
         dst[i] = x > hi ? hi : x;
     }
+}
+
+void ge_axpy_avx512(float *y, const float *x, int64_t n, float a)
+{
+    const __m512 av = _mm512_set1_ps(a);
+    int64_t i = 0;
+    for (; i + 16 <= n; i += 16)
+        _mm512_storeu_ps(y + i, _mm512_add_ps(_mm512_loadu_ps(y + i), _mm512_mul_ps(av, _mm512_loadu_ps(x + i))));
+    for (; i < n; i++)
+        y[i] = y[i] + a * x[i];
 }
 
 void ge_dwconv_avx512(float *y, const float *x, int64_t t0, int64_t t1, const float *w,

@@ -11,14 +11,16 @@ void ge_attn_rel_scalar(const ge_attn_rel_args *a, int64_t q0, int64_t q1)
     for (int64_t i = q0; i < q1; i++) {
         const int64_t s0 = i - (a->window - 1) > 0 ? i - (a->window - 1) : 0;
         for (int h = 0; h < a->n_head; h++) {
-            const float *q = a->q + i * a->ld + (int64_t)h * hd;
-            float p[GE_ATTN_REL_MAX_WINDOW], mx = -INFINITY;
+            const float *qrow = a->q + i * a->ld + (int64_t)h * hd;
+            float q[GE_ATTN_REL_MAX_HEAD_DIM], p[GE_ATTN_REL_MAX_WINDOW], mx = -INFINITY;
+            for (int e = 0; e < hd; e++)
+                q[e] = qrow[e] * a->q_scale[e];
             for (int64_t s = s0; s <= i; s++) {
                 const float *k = a->k + s * a->ld + (int64_t)h * hd;
                 const float *r = a->r + (i - s) * a->ld + (int64_t)h * hd;
                 float dk = 0.0f, dr = 0.0f;
                 for (int e = 0; e < hd; e++)
-                    dk += q[e] * k[e];
+                    dk += q[e] * (k[e] * a->k_scale);
                 for (int e = 0; e < hd; e++)
                     dr += q[e] * r[e];
                 const float l = a->cap * tanhf((dk + dr) / a->cap);

@@ -1,10 +1,12 @@
 /* attn_rel.h - the local relative-position attention family (kern.h attn_rel): the audio
  * conformer's attention (SPEC.md 6.3).
  *
- * Numerics. The scalar tier is the oracle: for query i and head h, each logit is the fp32 sum
- * q . k_s + q . r_(i-s), two dot products in order over the head dim; capped as
+ * Numerics. The scalar tier is the oracle: for query i and head h, with q' = q * q_scale and
+ * k' = k * k_scale (each product rounded), each logit is the fp32 sum q' . k'_s +
+ * q' . r_(i-s), two dot products in order over the head dim; capped as
  * cap * tanhf(l / cap); the exact max; p = expf(l - max); o = sum_s p_s v_s / sum_s p_s in key
- * order. The vector tiers compute each logit with one fma chain per lane over q . (k + r)
+ * order. The vector tiers compute each logit with one fma chain per lane over
+ * q' . fma(k, k_scale, r)
  * and a fixed lane reduction, the cap as cap * sign(y) (1 - e) / (1 + e) with e = exp(-2 |y|),
  * y = l / cap, and the softmax with the exact max and the polynomial exp (attn.h); p . v
  * accumulates in key order with one fma per element per key. Each row depends only on its own

@@ -11,25 +11,29 @@
 void ATTN_REL_NAME(const ge_attn_rel_args *a, int64_t q0, int64_t q1)
 {
     const int hd = a->head_dim, nh = a->n_head, W = a->window;
-    if (hd % VW || nh * W > GE_ATTN_REL_MAX_WINDOW * 64) {
+    if (hd % VW || hd > GE_ATTN_REL_MAX_HEAD_DIM || nh * W > GE_ATTN_REL_MAX_WINDOW * 64) {
         ge_attn_rel_scalar(a, q0, q1);
         return;
     }
     /* one row's logits (then probabilities) of every head: [nh][W] */
     float l[GE_ATTN_REL_MAX_WINDOW * 64], t[GE_ATTN_REL_MAX_WINDOW * 64];
+    float qs[GE_ATTN_REL_MAX_HEAD_DIM];
     const float inv_cap = 1.0f / a->cap;
+    const vf ks = V_SET1(a->k_scale);
     for (int64_t i = q0; i < q1; i++) {
         const int64_t s0 = i - (W - 1) > 0 ? i - (W - 1) : 0;
         const int nk = (int)(i - s0 + 1);
         for (int h = 0; h < nh; h++) {
             const float *q = a->q + i * a->ld + (int64_t)h * hd;
+            for (int e = 0; e < hd; e += VW)
+                V_STORE(qs + e, V_MUL(V_LOAD(q + e), V_LOAD(a->q_scale + e)));
             for (int j = 0; j < nk; j++) {
                 const int64_t s = s0 + j;
                 const float *k = a->k + s * a->ld + (int64_t)h * hd;
                 const float *r = a->r + (i - s) * a->ld + (int64_t)h * hd;
                 vf acc = V_ZERO();
                 for (int e = 0; e < hd; e += VW)
-                    acc = V_FMA(V_LOAD(q + e), V_ADD(V_LOAD(k + e), V_LOAD(r + e)), acc);
+                    acc = V_FMA(V_LOAD(qs + e), V_FMA(V_LOAD(k + e), ks, V_LOAD(r + e)), acc);
                 l[h * W + j] = V_SUM(acc);
             }
         }

@@ -79,16 +79,19 @@ typedef struct {
 } ge_attn_dense_args;
 
 /* Local attention with relative-position keys (the audio conformer, SPEC.md 6.3): query i of
- * head h sees keys s = max(0, i - window + 1) .. i; logit = q_i . k_s + q_i . r_(i-s) (q
- * already scaled), capped as cap * tanh(logit / cap), softmax in fp32 over those keys, o_i =
- * sum p_s v_s. attn_rel.h has the numerics. */
+ * head h sees keys s = max(0, i - window + 1) .. i; with q' = q * q_scale (per head dim) and
+ * k' = k * k_scale, logit = q'_i . k'_s + q'_i . r_(i-s), capped as cap * tanh(logit / cap),
+ * softmax in fp32 over those keys, o_i = sum p_s v_s. attn_rel.h has the numerics. */
 #define GE_ATTN_REL_MAX_WINDOW 16
+#define GE_ATTN_REL_MAX_HEAD_DIM 1024
 typedef struct {
     const float *q, *k, *v; /* [n][ld], head h at h * head_dim */
     const float *r;         /* [window][ld]: the relative key of each distance 0 .. window-1 */
     float *o;               /* [n][ld] */
+    const float *q_scale;   /* [head_dim] */
+    float k_scale;
     int64_t ld;
-    int n_head, head_dim, window; /* window <= GE_ATTN_REL_MAX_WINDOW */
+    int n_head, head_dim, window; /* window <= GE_ATTN_REL_MAX_WINDOW, head_dim <= ..._DIM */
     float cap;
 } ge_attn_rel_args;
 
@@ -126,11 +129,13 @@ typedef struct ge_kern {
                   int64_t ldy);
 
     /* ---- activations -------------------------------------------------------------------- */
-    /* g[i] = act(g[i]) * u[i] for i < n (u NULL: act(g[i])): tanh GELU (scalar: tanhf; vector
+    /* g[i] = act(g[i]) * u[i] for i < n (u NULL: act(g[i])); with clip (else NULL), g[i] is
+     * first clamped to [clip[0], clip[1]] (and written back so) and the result to [clip[2],
+     * clip[3]] (the audio tower's clipped linears around an activation). tanh GELU (scalar: tanhf; vector
      * tiers: the same function written as x * sigmoid(2z) with the polynomial exp, within a
      * few ulp), quick-GELU x * sigmoid(1.702 x), SiLU x * sigmoid(x), sigmoid(x) (scalar:
      * expf; vector tiers: the polynomial exp). */
-    void (*act_mul)(float *g, const float *u, int64_t n, ge_act kind);
+    void (*act_mul)(float *g, const float *u, int64_t n, ge_act kind, const float *clip);
 
     /* ---- per-row operations: bit-identical on every tier (the goldens do not move) ------ */
     /* RMSNorm in place of rows x[r * n + i], r < rows, i < n: x = x * inv * w (w[n], NULL:
@@ -163,6 +168,9 @@ typedef struct ge_kern {
     /* dst[i] = src[i] clamped to [lo, hi] for i < n (dst may be src): exact on every tier; a
      * NaN stays NaN (torch.clamp). */
     void (*clamp)(float *dst, const float *src, int64_t n, float lo, float hi);
+    /* y[i] = y[i] + a * x[i] for i < n, the product rounded (no FMA): bit-identical on every
+     * tier (a residual add when a = 1). */
+    void (*axpy)(float *y, const float *x, int64_t n, float a);
     /* Causal depthwise convolution over rows of c channels: y[t][i] = sum over q < k of
      * w[q][i] x[t - (k - 1) + q][i] for t in [t0, t1), taps before row 0 left out (zero
      * padding); each product rounded, then added in increasing q from +0 (no FMA):

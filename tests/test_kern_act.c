@@ -261,7 +261,7 @@ static void check_act(void)
                 if (!gated)
                     for (int64_t i = 0; i < n; i++)
                         u[i] = 1.0f;
-                k->act_mul(g, gated ? u : NULL, n, (ge_act)kind);
+                k->act_mul(g, gated ? u : NULL, n, (ge_act)kind, NULL);
                 for (int64_t i = 0; i < n; i++) {
                     const double want = act_fp64(g0[i], (ge_act)kind) * u[i];
                     if (isnan(g0[i])) {
@@ -283,6 +283,30 @@ static void check_act(void)
                      k->name, kind_name[kind], gated ? " times a gate" : "");
             check(!bad, name, "%d bad values, worst error %.3g x the tolerance", bad, worst);
         }
+    }
+}
+
+/* act_mul's clip: the bytes of clamp, act_mul without clip, clamp on the same tier */
+static void check_act_clip(void)
+{
+    static const float clip[4] = {-2.5f, 3.0f, -0.75f, 1.5f};
+    for (int ti = 0; ti < n_tiers; ti++) {
+        const ge_kern *k = ge_kern_get((ge_tier)tiers[ti]);
+        int bad = 0;
+        for (int kind = GE_GELU_TANH; kind <= GE_SIGMOID; kind++)
+            for (int64_t n = 1; n <= 300; n += 37) {
+                float *g = make_rows(1, n, 6.0f), *u = make_rows(1, n, 2.0f);
+                float *h = xmalloc((size_t)n * sizeof *h);
+                k->clamp(h, g, n, clip[0], clip[1]);
+                k->act_mul(h, u, n, (ge_act)kind, NULL);
+                k->clamp(h, h, n, clip[2], clip[3]);
+                k->act_mul(g, u, n, (ge_act)kind, clip);
+                bad += memcmp(g, h, (size_t)n * sizeof *g) != 0;
+                free(g), free(u), free(h);
+            }
+        char name[80];
+        snprintf(name, sizeof name, "%s: act_mul's clip = clamp, act_mul, clamp", k->name);
+        check(!bad, name, "%d differing runs", bad);
     }
 }
 
@@ -314,6 +338,33 @@ static void check_clamp(void)
         }
         char name[64];
         snprintf(name, sizeof name, "%s: clamp is exact (NaN kept, -0, inf)", k->name);
+        check(!bad, name, "%d wrong values", bad);
+    }
+}
+
+/* axpy: y + a x with the product rounded, the bits of the scalar expression on every tier */
+static void check_axpy(void)
+{
+    for (int ti = 0; ti < n_tiers; ti++) {
+        const ge_kern *k = ge_kern_get((ge_tier)tiers[ti]);
+        int bad = 0;
+        for (int64_t n = 1; n <= 70; n++) {
+            float *x = make_rows(1, n, 3.0f), *y = make_rows(1, n, 3.0f);
+            float *want = xmalloc((size_t)n * sizeof *want);
+            const float a = n % 2 ? 0.5f : -1.7f;
+            for (int64_t i = 0; i < n; i++) {
+                const float p = a * x[i];
+                want[i] = y[i] + p;
+            }
+            k->axpy(y, x, n, a);
+            for (int64_t i = 0; i < n; i++)
+                bad += bits(y[i]) != bits(want[i]);
+            for (int i = 0; i < GUARD; i++)
+                bad += y[n + i] != CANARY;
+            free(x), free(y), free(want);
+        }
+        char name[64];
+        snprintf(name, sizeof name, "%s: axpy is the scalar expression bit for bit", k->name);
         check(!bad, name, "%d wrong values", bad);
     }
 }
@@ -373,7 +424,8 @@ static void check_attn_rel(void)
             if (c == 5) /* logits far past the cap */
                 for (int64_t i = 0; i < n * ld; i++)
                     q[i] *= 40.0f;
-            ge_attn_rel_args a = {q, kk, v, r, o, ld, nh, hd, W, 50.0f};
+            float *qs = make_rows(1, hd, 1.0f);
+            ge_attn_rel_args a = {q, kk, v, r, o, qs, 1.9f, ld, nh, hd, W, 50.0f};
             k->attn_rel(&a, 0, n);
             a.o = o2;
             for (int64_t i0 = 0; i0 < n; i0 += 3)
@@ -387,8 +439,8 @@ static void check_attn_rel(void)
                     for (int64_t s = s0; s <= i; s++) {
                         double d = 0;
                         for (int e = 0; e < hd; e++)
-                            d += (double)qi[e] * (kk[s * ld + h * hd + e] +
-                                                  (double)r[(i - s) * ld + h * hd + e]);
+                            d += (double)qi[e] * qs[e] * (1.9 * kk[s * ld + h * hd + e] +
+                                                          (double)r[(i - s) * ld + h * hd + e]);
                         p[s - s0] = 50.0 * tanh(d / 50.0);
                         mx = p[s - s0] > mx ? p[s - s0] : mx;
                     }
@@ -403,7 +455,7 @@ static void check_attn_rel(void)
                         bad += !(err <= 2e-4 + 2e-4 * fabs(want));
                     }
                 }
-            free(q), free(kk), free(v), free(r), free(o), free(o2);
+            free(q), free(kk), free(v), free(r), free(o), free(o2), free(qs);
         }
         char name[96];
         snprintf(name, sizeof name, "%s: attn_rel within tolerance of fp64, pieces = one call",
@@ -423,6 +475,8 @@ int main(void)
     }
     check_act();
     check_clamp();
+    check_act_clip();
+    check_axpy();
     check_dwconv();
     check_attn_rel();
     check_rmsnorm();
