@@ -337,7 +337,7 @@ static ge_status linear(const path *P, const float *x, int n, const ge_tensor *w
 typedef struct {
     float *ffn_norm[2], *ffn_post[2], *attn_pre, *attn_post, *conv_norm, *norm_conv, *ln2;
     float *dw;  /* [K][D] */
-    float qs[MAX_HEAD_DIM]; /* q's scale per head dim: hd^-1/2 / ln 2 * per_dim_scale (softplus'd) */
+    float qs[MAX_HEAD_DIM]; /* q's scale per head dim: hd^-1/2 / ln 2 * per_dim_scale */
 } vecs;
 
 /* The per-token passes between the GEMMs, threaded over blocks of ROW_BLOCK tokens. */
@@ -370,11 +370,13 @@ typedef struct {
     bool last;         /* FFN_OUT of the second FFN: ln2 follows */
 } pass_job;
 
-/* dst = norm(clamp(src, +-GRAD_CLIP)) (dst may be src) */
+/* dst = norm(clamp(src, [lo, hi] and +-GRAD_CLIP)) (dst may be src): a clipped linear's
+ * output clamp and the grad clip before a norm are one clamp to the two ranges' overlap */
 static void rmsnorm_clamped(const ge_kern *k, float *dst, const float *src, int64_t rows,
-                            int64_t D, const float *w)
+                            int64_t D, const float *w, float lo, float hi)
 {
-    k->clamp(dst, src, rows * D, -GRAD_CLIP, GRAD_CLIP);
+    k->clamp(dst, src, rows * D, lo > -GRAD_CLIP ? lo : -GRAD_CLIP,
+             hi < GRAD_CLIP ? hi : GRAD_CLIP);
     k->rmsnorm(dst, rows, D, w, NORM_EPS);
 }
 
@@ -392,7 +394,8 @@ static void pass_task(void *ctx, int64_t task, int worker)
     const size_t D = (size_t)t->D, off = (size_t)t0 * D, len = (size_t)rows * D;
     switch (j->kind) {
     case PASS_FFN_IN:
-        rmsnorm_clamped(k, w->a + off, w->x + off, rows, D, nv->ffn_norm[j->ffn]);
+        rmsnorm_clamped(k, w->a + off, w->x + off, rows, D, nv->ffn_norm[j->ffn], -INFINITY,
+                        INFINITY);
         k->clamp(w->a + off, w->a + off, (int64_t)len, l->up[j->ffn].in_lo, l->up[j->ffn].in_hi);
         break;
     case PASS_FFN_ACT: {
@@ -404,15 +407,15 @@ static void pass_task(void *ctx, int64_t task, int worker)
     }
     case PASS_FFN_OUT: {
         float *a = w->a + off, *x = w->x + off;
-        k->clamp(a, a, (int64_t)len, l->down[j->ffn].out_lo, l->down[j->ffn].out_hi);
-        rmsnorm_clamped(k, a, a, rows, D, nv->ffn_post[j->ffn]);
+        rmsnorm_clamped(k, a, a, rows, D, nv->ffn_post[j->ffn], l->down[j->ffn].out_lo,
+                        l->down[j->ffn].out_hi);
         k->axpy(x, a, (int64_t)len, 0.5f); /* the macaron half step */
         if (j->last)
-            rmsnorm_clamped(k, x, x, rows, D, nv->ln2);
+            rmsnorm_clamped(k, x, x, rows, D, nv->ln2, -INFINITY, INFINITY);
         break;
     }
     case PASS_ATTN_IN:
-        rmsnorm_clamped(k, w->a + off, w->x + off, rows, D, nv->attn_pre);
+        rmsnorm_clamped(k, w->a + off, w->x + off, rows, D, nv->attn_pre, -INFINITY, INFINITY);
         break;
     case PASS_CLAMP:
         k->clamp(w->b + off, w->a + off, (int64_t)len, j->lo, j->hi);
@@ -434,8 +437,7 @@ static void pass_task(void *ctx, int64_t task, int worker)
     }
     case PASS_ATTN_OUT: {
         float *a = w->a + off, *x = w->x + off;
-        k->clamp(a, a, (int64_t)len, l->o.out_lo, l->o.out_hi);
-        rmsnorm_clamped(k, a, a, rows, D, nv->attn_post);
+        rmsnorm_clamped(k, a, a, rows, D, nv->attn_post, l->o.out_lo, l->o.out_hi);
         k->axpy(x, a, (int64_t)len, 1.0f);
         break;
     }
@@ -456,7 +458,7 @@ static void pass_task(void *ctx, int64_t task, int worker)
     }
     case PASS_DW:
         k->dwconv(w->a, w->b, t0, t1, nv->dw, t->K, (int64_t)D);
-        rmsnorm_clamped(k, w->a + off, w->a + off, rows, D, nv->norm_conv);
+        rmsnorm_clamped(k, w->a + off, w->a + off, rows, D, nv->norm_conv, -INFINITY, INFINITY);
         k->act_mul(w->a + off, NULL, (int64_t)len, GE_SILU,
                    (const float[4]){-INFINITY, INFINITY, l->pw2.in_lo, l->pw2.in_hi});
         break;

@@ -1,5 +1,5 @@
-/* act.c - activations (tanh GELU, quick-GELU, SiLU, sigmoid) times a gate, RMSNorm and RoPE rows: the scalar
- * oracles and the table. */
+/* act.c - activations (tanh GELU, quick-GELU, SiLU, sigmoid) times a gate, clamps, axpy, the
+ * depthwise convolution, RMSNorm and RoPE rows: the scalar oracles and the table. */
 #include <math.h>
 
 #include "act.h"

@@ -36,7 +36,8 @@ void ge_act_mul_avx512(float *g, const float *u, int64_t n, ge_act kind, const f
                 _mm512_storeu_ps(g + i0 + i, x);
             }
             __m512 x3 = _mm512_mul_ps(_mm512_mul_ps(x, x), x);
-            _mm512_storeu_ps(arg + i, tanh_form ? _mm512_mul_ps(c, _mm512_fmadd_ps(k, x3, x)) : _mm512_mul_ps(ck, x));
+            _mm512_storeu_ps(arg + i, tanh_form ? _mm512_mul_ps(c, _mm512_fmadd_ps(k, x3, x))
+                                               : _mm512_mul_ps(ck, x));
         }
         for (; i < m; i++) {
             float x = g[i0 + i];
@@ -44,7 +45,8 @@ void ge_act_mul_avx512(float *g, const float *u, int64_t n, ge_act kind, const f
                 x = x < b0 ? b0 : x;
                 g[i0 + i] = x = x > b1 ? b1 : x;
             }
-            arg[i] = tanh_form ? -2.0f * 0.7978845608028654f * (x + 0.044715f * x * x * x) : -kf * x;
+            arg[i] = tanh_form ? -2.0f * 0.7978845608028654f * (x + 0.044715f * x * x * x)
+                               : -kf * x;
         }
         ge_attn_exp_avx512(arg, e, m);
         for (i = 0; i + 16 <= m; i += 16) {
@@ -81,7 +83,8 @@ void ge_axpy_avx512(float *y, const float *x, int64_t n, float a)
     const __m512 av = _mm512_set1_ps(a);
     int64_t i = 0;
     for (; i + 16 <= n; i += 16)
-        _mm512_storeu_ps(y + i, _mm512_add_ps(_mm512_loadu_ps(y + i), _mm512_mul_ps(av, _mm512_loadu_ps(x + i))));
+        _mm512_storeu_ps(y + i, _mm512_add_ps(_mm512_loadu_ps(y + i),
+                                            _mm512_mul_ps(av, _mm512_loadu_ps(x + i))));
     for (; i < n; i++)
         y[i] = y[i] + a * x[i];
 }
