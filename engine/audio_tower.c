@@ -114,7 +114,7 @@ static ge_status bind_layer(const ge_audio_tower *t, int i, alayer *l, ge_err *e
         {"ffn_norm", D, 1, &l->ffn_norm[0]},     {"ffn_post_norm", D, 1, &l->ffn_post[0]},
         {"ffn_norm_1", D, 1, &l->ffn_norm[1]},   {"ffn_post_norm_1", D, 1, &l->ffn_post[1]},
         {"attn_pre_norm", D, 1, &l->attn_pre},   {"attn_post_norm", D, 1, &l->attn_post},
-        {"per_dim_scale", t->head_dim, 1, &l->pds}, {"attn_k_rel", D, D, &l->k_rel},
+        {"attn_k_rel", D, D, &l->k_rel},
         {"conv_norm", D, 1, &l->conv_norm},      {"norm_conv", D, 1, &l->norm_conv},
         {"conv_dw", t->K, D, &l->dw},            {"ln2", D, 1, &l->ln2},
     };
@@ -124,6 +124,13 @@ static ge_status bind_layer(const ge_audio_tower *t, int i, alayer *l, ge_err *e
         snprintf(name, sizeof name, "a.blk.%d.%s.weight", i, vec[k].suffix);
         st = bind(t, name, vec[k].ne0, vec[k].ne1, vec[k].t, err);
     }
+    /* per_dim_scale (stored after softplus): GGUF.md names it without ".weight", the files
+     * seen so far with it; either is taken */
+    snprintf(name, sizeof name, "a.blk.%d.per_dim_scale", i);
+    if (!st && !ge_gguf_tensor_find(t->gguf, name))
+        snprintf(name, sizeof name, "a.blk.%d.per_dim_scale.weight", i);
+    if (!st)
+        st = bind(t, name, t->head_dim, 1, &l->pds, err);
     const struct {
         const char *what;
         int64_t ne0, ne1;
