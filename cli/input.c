@@ -672,12 +672,21 @@ static void media_record(ge_in *in, ge_rec *r, json_t *root, json_t *content)
             rec_fail(in, r, "bad_record", "\"text\" must be a string");
             return;
         }
-        /* media first, then the text; but a text that holds <|image|> placeholders places
-         * the images itself, in order (SPEC.md 2.3: no automatic placeholders then) */
+        /* media first, then the text; but a text that holds manual placeholders (<|image|>,
+         * <|audio|>, <|video|>) places the media itself: each placeholder takes the next item
+         * of its kind, in field order (SPEC.md 2.3: no automatic placeholders then) */
+        static const char *const PH[] = {[GE_ITEM_IMAGE] = "<|image|>",
+                                         [GE_ITEM_AUDIO] = "<|audio|>",
+                                         [GE_ITEM_VIDEO] = "<|video|>"};
+        static const char *const PLURAL[] = {[GE_ITEM_IMAGE] = "images",
+                                             [GE_ITEM_AUDIO] = "audio clips",
+                                             [GE_ITEM_VIDEO] = "videos"};
         const char *t = text ? json_string_value(text) : "";
         size_t tl = text ? json_string_length(text) : 0;
-        static const char PH[] = "<|image|>";
-        bool manual = text && memmem(t, tl, PH, sizeof PH - 1);
+        bool manual = false;
+        for (int k = GE_ITEM_IMAGE; k <= GE_ITEM_VIDEO; k++)
+            manual = manual || (text && memmem(t, tl, PH[k], strlen(PH[k])));
+        size_t n_kind[GE_ITEM_VIDEO + 1] = {0}, used[GE_ITEM_VIDEO + 1] = {0};
         for (size_t k = 0; ok && k < sizeof fields / sizeof fields[0]; k++) {
             json_t *v = json_object_get(root, fields[k].key);
             size_t nv = json_is_array(v) ? json_array_size(v) : 1;
@@ -688,25 +697,53 @@ static void media_record(ge_in *in, ge_rec *r, json_t *root, json_t *content)
                              "strings", fields[k].key);
                     return;
                 }
-                if (manual && fields[k].kind == GE_ITEM_IMAGE) {
-                    const char *ph = memmem(t, tl, PH, sizeof PH - 1);
-                    if (!ph) {
-                        rec_fail(in, r, "bad_record", "more images than <|image|> "
-                                 "placeholders in the text");
-                        return;
-                    }
-                    if (ph > t)
-                        ok = add_item(in, r, GE_ITEM_TEXT, t, (size_t)(ph - t), false);
-                    tl -= (size_t)(ph - t) + sizeof PH - 1, t = ph + sizeof PH - 1;
-                }
-                ok = ok && add_item(in, r, fields[k].kind, json_string_value(e),
-                                    json_string_length(e), fields[k].base64);
+                n_kind[fields[k].kind]++;
+                if (!manual) /* manual: the placeholders below add them */
+                    ok = add_item(in, r, fields[k].kind, json_string_value(e),
+                                  json_string_length(e), fields[k].base64);
             }
         }
-        if (ok && manual && memmem(t, tl, PH, sizeof PH - 1)) {
-            rec_fail(in, r, "bad_record", "more <|image|> placeholders in the text than images");
-            return;
+        while (ok && manual) {
+            const char *ph = NULL;
+            int kind = 0;
+            for (int k = GE_ITEM_IMAGE; k <= GE_ITEM_VIDEO; k++) {
+                const char *p = memmem(t, tl, PH[k], strlen(PH[k]));
+                if (p && (!ph || p < ph))
+                    ph = p, kind = k;
+            }
+            if (!ph)
+                break;
+            if (used[kind] == n_kind[kind]) {
+                rec_fail(in, r, "bad_record", "more %s placeholders in the text than %s",
+                         PH[kind], PLURAL[kind]);
+                return;
+            }
+            if (ph > t)
+                ok = add_item(in, r, GE_ITEM_TEXT, t, (size_t)(ph - t), false);
+            /* the used[kind]-th item of that kind, in field order */
+            size_t want = used[kind]++;
+            for (size_t k = 0; ok && k < sizeof fields / sizeof fields[0]; k++) {
+                json_t *v = json_object_get(root, fields[k].key);
+                size_t nv = !v ? 0 : json_is_array(v) ? json_array_size(v) : 1;
+                if ((int)fields[k].kind != kind)
+                    continue;
+                if (want >= nv) {
+                    want -= nv;
+                    continue;
+                }
+                json_t *e = json_is_array(v) ? json_array_get(v, want) : v;
+                ok = add_item(in, r, fields[k].kind, json_string_value(e),
+                              json_string_length(e), fields[k].base64);
+                break;
+            }
+            tl -= (size_t)(ph - t) + strlen(PH[kind]), t = ph + strlen(PH[kind]);
         }
+        for (int k = GE_ITEM_IMAGE; ok && manual && k <= GE_ITEM_VIDEO; k++)
+            if (used[k] != n_kind[k]) {
+                rec_fail(in, r, "bad_record", "more %s than %s placeholders in the text",
+                         PLURAL[k], PH[k]);
+                return;
+            }
         if (ok && tl)
             ok = add_item(in, r, GE_ITEM_TEXT, t, tl, false);
         if (ok && in->n_items == 0) {

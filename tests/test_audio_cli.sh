@@ -12,7 +12,8 @@
 #   - --tokenize counts: <bos> <|audio> + N x <|audio|> + <audio|> <eos>, N = (L + 3) // 4,
 #     L = (n - 1) // 160 for n samples at 16 kHz (1 s: 25; 7.3 s at 44.1 kHz stereo: 183;
 #     40 s cut to the default 30 s: 750, to --audio-max-seconds 2: 50), inline base64 and
-#     data: URIs, several clips and texts in one record, --input files;
+#     data: URIs, several clips and texts in one record, --input files; manual <|audio|>
+#     placeholders in the text place the clips, a count mismatch is a bad_record;
 #   - [audio tower] checks, which need the audio tower (engine/audio_tower.c): vectors for the good clips among bad ones, the same
 #     vector from a file, base64 and a data: URI, --audio-max-seconds 2 = the clip cut to 2 s
 #     by sox, the same bytes alone or in a batch / with 1 thread / --no-yield, a vision-only
@@ -257,6 +258,26 @@ check(rc == 1 and [r.get("tokens") for r in rows[:2]] == [[BOS] + block(16000) +
                                                          [BOS] + block(116800) + [EOS]] and
       "too short" in rows[2].get("error", {}).get("message", ""),
       "--input files: audio paths are audio records", (rc, rows[2:], err))
+
+# manual <|audio|> placeholders in the text place the clips (SPEC.md 2.3), in order; with any
+# manual placeholder no media goes first, and the counts of each kind must match
+put_jsonl("manual.jsonl", [
+    {"id": "two", "audio": ["s73.flac", "one.wav"], "text": "a <|audio|> b<|audio|>"},
+    {"id": "extra-ph", "audio": "one.wav", "text": "a <|audio|> b <|audio|>"},
+    {"id": "extra-clip", "audio": ["one.wav", "one.wav"], "text": "a <|audio|> b"},
+])
+rc, rows, err = run("--tokenize", "--mmproj", AUDIO, "manual.jsonl")
+by = {r.get("id"): r for r in rows}
+tt = by.get("two", {}).get("tokens") or []
+i = next((j for j in range(len(tt)) if tt[j:j + len(block(116800))] == block(116800)), -1)
+check(rc == 1 and tt[:1] == [BOS] and tt[-len(block(16000)) - 1:] == block(16000) + [EOS] and
+      i > 1 and tt.count(A_OPEN) == 2 and
+      "more <|audio|> placeholders in the text than audio clips" in
+      by.get("extra-ph", {}).get("error", {}).get("message", "") and
+      "more audio clips than <|audio|> placeholders in the text" in
+      by.get("extra-clip", {}).get("error", {}).get("message", ""),
+      "manual <|audio|> placeholders: the clips in their places, in order; a count mismatch "
+      "is a bad_record", (rc, rows, err[:200]))
 
 # ---- [audio tower] vectors ---------------------------------------------------------------------
 put_jsonl("same.jsonl", [
