@@ -1,11 +1,13 @@
-"""tests/audio_tower_check.py BUILD OUT - the C audio tower (tests/audio_dump tower|clip)
+"""tests/audio_tower_check.py BUILD OUT [REAL_TEXT REAL_MMPROJ] - the C audio tower (tests/audio_dump tower|clip)
 against the float64 NumPy reference (tools/ref/audio_tower.py) on tiny audio mmproj files:
 f32 (generated here) and the committed Q8_0. On log-mel features of several lengths (1 frame
 to more than one 1024-token chunk): the reference path to per-token cos >= 0.99999, the fast
 path on every kernel tier this CPU runs (f32: >= 0.99999 per token; Q8_0: >= 0.999 flattened
 and >= 0.95 per token), soft-token counts exactly (L + 3) / 4; the fast path's bytes the same
 on 1 and 2 threads; ge_model_encode_audio (front end + tower) under both --semantics against
-the reference front end + tower; a clip too short for a frame is an error."""
+the reference front end + tower; a clip too short for a frame is an error. With a real-shape
+(generated) text model and audio mmproj: 82 frames (21 soft tokens) through both paths
+against the reference (reference path 1 - cos < 1e-9 per token; fast path on Q8_0 as above)."""
 import os
 import subprocess
 import sys
@@ -18,6 +20,7 @@ import audio  # noqa: E402
 from audio_tower import AudioTower  # noqa: E402
 
 build, out = sys.argv[1], sys.argv[2]
+real = sys.argv[3:5]
 dump = os.path.join(build, "tests", "audio_dump")
 os.makedirs(out, exist_ok=True)
 failed = 0
@@ -118,4 +121,16 @@ short = os.path.join(out, "atc-short.f32")
 pcm[:80].tofile(short)
 c, info = run(["clip", TEXT, MMPROJ["f32"], "raw:" + short, []])
 check(c is None and "too short" in info, "a 5 ms clip is an error (too short)", info)
+
+if real:
+    feat = np.log(0.001 + rng.gamma(0.5, 2.0, size=(82, 128)))
+    ref = AudioTower(real[1]).encode(feat, 82)
+    ff = os.path.join(out, "atc-feat.f32")
+    feat.astype(np.float32).tofile(ff)
+    for path in ("ref", "fast"):
+        c = run(["tower", real[0], real[1], ff, "82", path, []])[0]
+        tok, flat = cosines(c, ref)
+        ok = 1 - tok < 1e-9 if path == "ref" else (flat >= 0.999 and tok >= 0.95)
+        check(ok, "real-shape Q8_0 tower, 82 frames, %s path: min token cos %.9f, flattened %.9f"
+              % (path, tok, flat), "below the bound")
 sys.exit(1 if failed else 0)
