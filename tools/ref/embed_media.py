@@ -1,9 +1,11 @@
 #!/usr/bin/python3
-"""Reference embedder for records with images and audio (float64 NumPy).
+"""Reference embedder for records with images, audio and video (float64 NumPy).
 
 usage: embed_media.py -m TEXT.gguf --mmproj MMPROJ.gguf [--prompt NAME]
                       [--prefix STR] [--budget N] [--dim N] [--all-dims]
-                      [--semantics official|llamacpp] [--base DIR] [FILE.jsonl]
+                      [--semantics official|llamacpp] [--base DIR]
+                      [--video-fps F] [--video-frames N] [--video-tokens N]
+                      [--video-timestamps] [FILE.jsonl]
 
 Input: JSONL records (stdin if FILE is absent or "-"):
   {"id": ..., "image": IMG or [IMG, ...], "text": "...", "prompt": NAME}
@@ -13,11 +15,16 @@ Input: JSONL records (stdin if FILE is absent or "-"):
   {"id": ..., "audio": AUD or [AUD, ...], "text": "..."}
       the same for audio clips ("<|audio|>" placeholders); with both "image"
       and "audio": the images, then the clips, then the text;
+  {"id": ..., "video": VID or [VID, ...], "text": "..."}
+      the same for videos ("<|video|>" placeholders); with several of
+      "image", "video", "audio": the images, then the videos, then the
+      clips, then the text (the order of SPEC.md 2.4's scatter);
   {"id": ..., "content": [{"type": "text", "text": "..."},
                           {"type": "image", "image": IMG},
-                          {"type": "audio", "audio": AUD}, ...]}
+                          {"type": "audio", "audio": AUD},
+                          {"type": "video", "video": VID}, ...]}
       items in the given order, concatenated with no separator ("path"
-      also names an image or audio file).
+      also names an image, audio or video file).
   "prompt" (a SPEC.md 2.2 name) or "prefix" (a literal string) go first;
   per record they override --prompt / --prefix. "budget" per record
   overrides --budget (only used when an image file is preprocessed).
@@ -35,20 +42,34 @@ AUD is a path (joined to --base likewise):
   *.f32, *.raw, or "raw:PATH"
                raw little-endian float32 samples at 16 kHz (what
                tests/audio_dump decode writes).
+VID is a video file (joined to --base likewise), read by tools/ref/videoref.py:
+metadata from ffprobe's packet list, frames sampled per SPEC.md 7 (--video-fps,
+default 1; at most --video-frames, default 32, chosen uniformly), extracted
+with the ffmpeg command as RGB24 and resized as images at --video-tokens
+(default 140) with the size computed once per video; each frame goes
+through the vision tower alone. In the layout a video is, per sampled frame,
+<|image> + <|video|> x N + <image|> (no separator); with --video-timestamps
+(or "video_timestamps": true in a record) each block is prefixed "MM:SS "
+and the blocks are joined by " " (SPEC.md 2.3), as one string with the
+texts around it, so BPE may merge a timestamp with an adjacent text.
 The samples are cut to 30 s, run through the front end (audio.features,
 --semantics) and the tower (audio_tower.py): N = (L+3)//4 soft tokens for
 L valid mel frames; L = 0 (under 161 samples, officially) is an error
 ("too short").
 
 The layout string is prefix + the items (an image as "<|image|>", a clip
-as "<|audio|>"); it is tokenised with <bos>/<eos> and each "<|image|>" id
+as "<|audio|>", a video as its frame blocks with one "<|video|>" each); it
+is tokenised with <bos>/<eos> and each "<|image|>" id
 is expanded to <|image> + <|image|> x N + <image|>, each "<|audio|>" to
-<|audio> + <|audio|> x N + <audio|>, N = the item's soft-token count
-(SPEC.md 2.3). The soft tokens (vision.py, audio_tower.py) replace the
+<|audio> + <|audio|> x N + <audio|>, each "<|video|>" id to N of them
+(the frame's <|image> and <image|> are in the string), N = the item's
+soft-token count (SPEC.md 2.3). The soft tokens (vision.py, audio_tower.py) replace the
 placeholder rows.
 
 Output: one line per record, {"id", "tokens", "soft_tokens" (N per media
-item, in layout order),
+item, in layout order; for a video N per frame), "frames" (per video:
+{"indices", "seconds", "size": [w, h] after the resize}, only when the
+record has a video),
 "embedding" (full width, L2-normalised; floats as repr)}; --all-dims adds
 "embedding_K" = normalize(embedding[:K]) for every Matryoshka width K
 (512, 256, 128) below the full width; --dim K prints only that width as
@@ -59,6 +80,7 @@ status is 1.
 import argparse
 import json
 import os
+import subprocess
 import sys
 
 import numpy as np
@@ -73,13 +95,16 @@ from tokenizer import Tokenizer  # noqa: E402
 from vision import VisionTower  # noqa: E402
 import audio as audio_fe  # noqa: E402
 from audio_tower import AudioTower  # noqa: E402
+import videoref  # noqa: E402
 
 MATRYOSHKA = (512, 256, 128)
 BUDGETS = (70, 140, 280, 560, 1120)
 DEFAULT_BUDGET = 280
 IMAGE_PLACEHOLDER = "<|image|>"
 AUDIO_PLACEHOLDER = "<|audio|>"
-PLACEHOLDER = {"image": IMAGE_PLACEHOLDER, "audio": AUDIO_PLACEHOLDER}
+VIDEO_PLACEHOLDER = "<|video|>"
+PLACEHOLDER = {"image": IMAGE_PLACEHOLDER, "audio": AUDIO_PLACEHOLDER,
+               "video": VIDEO_PLACEHOLDER}
 BOUNDARY = {"image": ("<|image>", "<image|>"), "audio": ("<|audio>", "<audio|>")}
 
 
@@ -190,6 +215,20 @@ def _paths(rec, kind):
     return v
 
 
+# ------------------------------------------------------------ video inputs
+
+def load_video(path, fps=videoref.FPS, max_frames=videoref.MAX_FRAMES,
+               budget=videoref.BUDGET):
+    """videoref.load_video: {"frames": [(patches, positions)], "seconds",
+    "indices", "th", "tw", "n_soft", ...}; failures are RecordErrors."""
+    if budget not in BUDGETS:
+        raise RecordError("video budget %r is not one of %s" % (budget, BUDGETS))
+    try:
+        return videoref.load_video(path, fps, max_frames, budget)
+    except (ValueError, subprocess.SubprocessError, OSError) as e:
+        raise RecordError("%s: %s" % (path, e))
+
+
 # -------------------------------------------------------- sequence layout
 
 def record_items(rec):
@@ -212,7 +251,7 @@ def record_items(rec):
                 raise RecordError("unsupported content item %s"
                                   % json.dumps(it)[:80])
         return items
-    media = {"image": _paths(rec, "image"), "audio": _paths(rec, "audio")}
+    media = {k: _paths(rec, k) for k in PLACEHOLDER}
     text = rec.get("text", "")
     if not isinstance(text, str):
         raise RecordError("\"text\" must be a string")
@@ -238,22 +277,38 @@ def record_items(rec):
                 raise RecordError("%d %s placeholders but %d %s files"
                                   % (nxt[kind], PLACEHOLDER[kind], len(media[kind]), kind))
         return [it for it in items if it != ("text", "")]
-    items = [("image", x) for x in media["image"]] + [("audio", x) for x in media["audio"]]
+    items = [(k, x) for k in ("image", "video", "audio") for x in media[k]]
     if text:
         items.append(("text", text))
     return items
 
 
-def layout_string(prefix, items):
-    return prefix + "".join(v if k == "text" else PLACEHOLDER[k]
-                            for k, v in items)
+def layout_string(prefix, items, videos=(), timestamps=False):
+    """prefix + the items; videos: one (seconds per frame) list per video item,
+    in order: each video becomes its frame blocks, one "<|video|>" per frame
+    (videoref.frame_blocks), with "MM:SS " prefixes when timestamps."""
+    vids = iter(videos)
+    out = [prefix]
+    for k, v in items:
+        if k == "text":
+            out.append(v)
+        elif k == "video":
+            secs = next(vids, None)
+            if secs is None:
+                raise RecordError("a video item without its frames")
+            out.append(videoref.frame_blocks(secs, 1, timestamps, placeholder=1))
+        else:
+            out.append(PLACEHOLDER[k])
+    return "".join(out)
 
 
-def assemble_ids(tok, layout, n_soft, n_audio=()):
+def assemble_ids(tok, layout, n_soft, n_audio=(), n_video=()):
     """<bos> + tokens(layout) + <eos>, each <|image|> id expanded to
     <|image> + <|image|> x n_soft[k] + <image|> (k-th image), each <|audio|>
-    id to <|audio> + <|audio|> x n_audio[k] + <audio|> (k-th clip)."""
-    counts = {"image": list(n_soft), "audio": list(n_audio)}
+    id to <|audio> + <|audio|> x n_audio[k] + <audio|> (k-th clip), each
+    <|video|> id to <|video|> x n_video[k] (k-th video frame: its <|image>
+    and <image|> are in the layout)."""
+    counts = {"image": list(n_soft), "audio": list(n_audio), "video": list(n_video)}
     ids = {}
     for kind, (b, e) in BOUNDARY.items():
         ph = PLACEHOLDER[kind]
@@ -262,8 +317,13 @@ def assemble_ids(tok, layout, n_soft, n_audio=()):
                 raise RecordError("the vocabulary lacks %s, %s or %s" % (b, ph, e))
         if tok.vocab.get(ph) is not None:
             ids[tok.vocab[ph]] = (kind, tok.vocab.get(b), tok.vocab.get(e))
+    if counts["video"]:
+        vid = tok.vocab.get(VIDEO_PLACEHOLDER)
+        if vid is None or any(tok.vocab.get(x) is None for x in BOUNDARY["image"]):
+            raise RecordError("the vocabulary lacks <|video|>, <|image> or <image|>")
+        ids[vid] = ("video", None, None)
     out = []
-    used = {"image": 0, "audio": 0}
+    used = {"image": 0, "audio": 0, "video": 0}
     for t in tok.encode(layout):
         if t not in ids:
             out.append(t)
@@ -273,9 +333,12 @@ def assemble_ids(tok, layout, n_soft, n_audio=()):
         if k >= len(counts[kind]):
             raise RecordError("more %s placeholders than %s items"
                               % (PLACEHOLDER[kind], kind))
-        out += [b] + [t] * int(counts[kind][k]) + [e]
+        if kind == "video":
+            out += [t] * int(counts[kind][k])
+        else:
+            out += [b] + [t] * int(counts[kind][k]) + [e]
         used[kind] += 1
-    for kind in ("image", "audio"):
+    for kind in ("image", "audio", "video"):
         if used[kind] != len(counts[kind]):
             raise RecordError("%d %s items but %d %s placeholders"
                               % (len(counts[kind]), kind, used[kind], PLACEHOLDER[kind]))
@@ -307,36 +370,68 @@ class MediaEmbedder:
                 raise ValueError("mmproj %s projection_dim %d != text hidden size %d"
                                  % (name, t.n_proj, self.model.n_embd))
 
-    def embed(self, prefix, items, images, audios=()):
+    def plan_ids(self, prefix, items, n_img, n_aud, videos=(), timestamps=False):
+        """The ids of a record from its soft-token counts alone (nothing runs
+        through a tower): videos as in embed."""
+        n_vid = [v["n_soft"] for v in videos for _ in v["seconds"]]
+        layout = layout_string(prefix, items, [v["seconds"] for v in videos], timestamps)
+        return assemble_ids(self.tok, layout, n_img, n_aud, n_vid)
+
+    def embed(self, prefix, items, images, audios=(), videos=(), timestamps=False,
+              max_tokens=None):
         """items: layout items; images: [(patches, positions)] in the order
         of the image items; audios: [(feat, n_valid)] (load_audio) in the
-        order of the audio items. Returns (ids, soft-token counts of the
-        media items in layout order, embedding)."""
-        if images and self.vision is None:
-            raise RecordError("an image item but the mmproj has no vision tower")
+        order of the audio items; videos: [load_video(...)] in the order of
+        the video items; timestamps: the "MM:SS " layout. max_tokens: a
+        RecordError "too long" when the ids are more (checked before any
+        tower runs). Returns (ids, soft-token counts of the media items in
+        layout order (a video: per frame), embedding)."""
+        if (images or videos) and self.vision is None:
+            raise RecordError("an image or video item but the mmproj has no vision tower")
+        if max_tokens is not None:
+            # the counts the towers will give: an image's pooled 3x3 patches, a clip's
+            # (L + 3) // 4 (official semantics)
+            n_img = [len(p) // 9 if len(p) % 9 == 0 else None for p, _ in images]
+            n_aud = [(n + 3) // 4 for _, n in audios]
+            if self.semantics == "official" and None not in n_img:
+                ids = self.plan_ids(prefix, items, n_img, n_aud, videos, timestamps)
+                if len(ids) > max_tokens:
+                    raise RecordError("too long: %d tokens with the media, the limit is %d"
+                                      % (len(ids), max_tokens))
         if audios and self.audio is None:
             raise RecordError("an audio item but the mmproj has no audio tower")
         soft = [self.vision.encode(p, pos) for p, pos in images]
         asoft = [self.audio.encode(f, n, self.semantics) for f, n in audios]
+        vsoft = [self.vision.encode(p, pos) for v in videos for p, pos in v["frames"]]
         n_img = [s.shape[0] for s in soft]
         n_aud = [s.shape[0] for s in asoft]
-        ids = assemble_ids(self.tok, layout_string(prefix, items), n_img, n_aud)
+        for v in videos:
+            if any(len(p) != v["n_soft"] * 9 for p, _ in v["frames"]):
+                raise RecordError("video frames of different sizes")
+        ids = self.plan_ids(prefix, items, n_img, n_aud, videos, timestamps)
         H = self.model.n_embd
         media = {"image": np.concatenate(soft, axis=0) if soft else np.zeros((0, H))}
         if asoft:
             media["audio"] = np.concatenate(asoft, axis=0)
+        if vsoft:
+            media["video"] = np.concatenate(vsoft, axis=0)
         emb = self.model.forward(ids, media=media)
-        it = {"image": iter(n_img), "audio": iter(n_aud)}
+        it = {"image": iter(n_img), "audio": iter(n_aud),
+              "video": iter([v["n_soft"] for v in videos])}
         n_soft = [next(it[k]) for k, _ in items if k in it]
         return ids, n_soft, emb
 
 
-def dumps_record(rec_id, ids, n_soft, emb, dim=0, all_dims=False):
+def dumps_record(rec_id, ids, n_soft, emb, dim=0, all_dims=False, videos=()):
     def vec(v):
         return "[%s]" % ", ".join(fmt_float(x) for x in v)
     parts = ['"id": %s' % json.dumps(rec_id, ensure_ascii=False),
              '"tokens": [%s]' % ", ".join(str(t) for t in ids),
              '"soft_tokens": [%s]' % ", ".join(str(n) for n in n_soft)]
+    if videos:
+        parts.append('"frames": ' + json.dumps([
+            {"indices": v["indices"], "seconds": v["seconds"], "size": [v["tw"], v["th"]]}
+            for v in videos]))
     if dim:
         parts.append('"embedding": ' + vec(matryoshka(emb, dim)))
     else:
@@ -359,6 +454,11 @@ def main(argv=None):
     ap.add_argument("--all-dims", action="store_true")
     ap.add_argument("--semantics", choices=("official", "llamacpp"), default="official")
     ap.add_argument("--base", default="")
+    ap.add_argument("--video-fps", type=float, default=videoref.FPS)
+    ap.add_argument("--video-frames", type=int, default=videoref.MAX_FRAMES)
+    ap.add_argument("--video-tokens", type=int, default=videoref.BUDGET)
+    ap.add_argument("--video-timestamps", action="store_true")
+    ap.add_argument("--max-tokens", type=int, default=8192)
     ap.add_argument("file", nargs="?", default="-")
     a = ap.parse_args(argv)
 
@@ -379,13 +479,17 @@ def main(argv=None):
             audios = [load_audio("raw:" + os.path.join(a.base, v[4:]) if v.startswith("raw:")
                                  else os.path.join(a.base, v), a.semantics)
                       for k, v in items if k == "audio"]
-            ids, n_soft, emb = em.embed(prefix, items, images, audios)
+            videos = [load_video(os.path.join(a.base, v), a.video_fps, a.video_frames,
+                                 a.video_tokens) for k, v in items if k == "video"]
+            ts = bool(rec.get("video_timestamps", a.video_timestamps))
+            ids, n_soft, emb = em.embed(prefix, items, images, audios, videos, ts,
+                                        a.max_tokens)
         except (RecordError, ValueError, KeyError, OSError) as e:
             failed += 1
             print(json.dumps({"id": rec_id, "error": str(e)},
                              ensure_ascii=False), flush=True)
             continue
-        print(dumps_record(rec_id, ids, n_soft, emb, a.dim, a.all_dims),
+        print(dumps_record(rec_id, ids, n_soft, emb, a.dim, a.all_dims, videos),
               flush=True)
     return 1 if failed else 0
 
