@@ -1,0 +1,363 @@
+#!/usr/bin/python3
+"""Compare gemmaembed's video and interleaved records with the stored float64 goldens.
+
+usage: tests/video_golden_check.py [--fast-only] BINARY [EXTRA_ARGS...]
+
+The goldens golden/tiny-mmproj-video-q8_0.jsonl and golden/tiny-mmproj-video-f32.jsonl
+(tools/ref/mkgolden --only video; golden/README.md) hold records on the clips of
+tools/ref/mkvideo (3 s 640x480, 75 s 1280x720, 4 s at 29.97 fps, 0.5 s 1280x720 H.264 MP4s
+and a 3 s 1280x720 VP9 WebM), which this check makes in a temporary directory with the
+ffmpeg command, and on two tools/ref/mkaudio clips and committed images: each clip alone at
+the defaults and with --video-timestamps, --video-frames 8, --video-fps 2 and 0.25,
+--video-tokens 70 and 280 (the 75 s clip at 280 is 32 x 266 + 2 = 8514 tokens: a
+"too_long" error record, refused before any tower runs), and records mixing every pair of
+text, image, audio and video and all four (content arrays, record keys, manual <|video|>
+placeholders, a prompt), with and without timestamps.
+Model setups: tiny-q8_0 + the combined tiny-mmproj-both-q8_0.gguf; tiny-f32 +
+tiny-mmproj-f32.gguf (vision) + an f32 audio mmproj that tools/mkmodel makes here (seed 1).
+For each:
+  - the sha256 of the text model, every mmproj (the generated one too), every image, audio
+    clip and video clip must equal the manifest's, else nothing is compared (regenerate the
+    goldens: a different x264/libvpx makes different clips);
+  - `--tokenize` per set of switches ("args" of the records): the ids equal the golden's
+    exactly, so the sampled frame count, the soft tokens per frame, the "MM:SS " text and
+    the order of the media; too-long records are tokenized too (--tokenize does not refuse);
+  - the embeddings per run: cosine with the golden >= 0.99999 (f32 weights) / 0.999 (Q8_0),
+    the golden's width and unit norm; each too-long record an error with code "too_long"
+    whose message holds both counts, and the run exits 1 (0 without such records). Runs:
+    every set of switches on the fast media path and with --no-media-fast; the defaults
+    also with --threads=1, --no-yield, --prepack, --no-flash, --no-sgemm;
+  - `--input files` (defaults): the five clips as paths, each the golden of that clip alone.
+--fast-only keeps only the fast-path runs (no --tokenize, no switches, no files mode).
+
+Before any of that, `BINARY --help` must list --video-fps, --video-frames, --video-tokens
+and --video-timestamps: until the CLI's video support (issue 8) lands this check FAILs with
+"the CLI has no video support yet" and compares nothing.
+
+Prints "PASS: name" or "FAIL: name: detail" (one FAIL per failing record) and a closing
+"N passed, N failed"; exits 1 on any failure, including a missing binary, golden, model,
+clip or tool, or zero records compared.
+"""
+
+import json
+import math
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+GOLDEN = os.path.join(ROOT, "golden")
+GATES = {"tiny-mmproj-video-f32": 0.99999, "tiny-mmproj-video-q8_0": 0.999}
+SWITCHES = ("--threads=1", "--no-yield", "--prepack", "--no-flash", "--no-sgemm")
+VIDEO_FLAGS = ("--video-fps", "--video-frames", "--video-tokens", "--video-timestamps")
+NORM_TOL = 1e-4
+TIMEOUT = 900
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from selfcheck import report as report_any, sha256  # noqa: E402
+from selfcheck import finish as finish_script  # noqa: E402
+
+
+def report(name, ok, detail=""):
+    report_any(name, ok, detail, quiet_pass=True)
+
+
+def finish():
+    finish_script("video_golden_check")
+
+
+def cosine(a, b):
+    na = math.sqrt(sum(x * x for x in a))
+    nb = math.sqrt(sum(x * x for x in b))
+    if na == 0 or nb == 0:
+        return float("nan")
+    return sum(x * y for x, y in zip(a, b)) / (na * nb)
+
+
+def run(cmd, expect_errors, cwd=ROOT):
+    """Run the binary (image paths are relative to ROOT); exit 0 wanted, or 1 when the input
+    holds error records. Returns (dict id -> output record, error string or None)."""
+    try:
+        p = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, cwd=cwd,
+                           timeout=TIMEOUT, stdin=subprocess.DEVNULL)
+    except (OSError, subprocess.TimeoutExpired) as e:
+        return None, "%s: %s" % (type(e).__name__, e)
+    out = {}
+    for n, line in enumerate(p.stdout.decode("utf-8", "replace").splitlines(), 1):
+        try:
+            o = json.loads(line)
+        except ValueError as e:
+            return None, "stdout line %d is not JSON (%s): %.80s" % (n, e, line)
+        if not isinstance(o, dict) or "id" not in o or o["id"] in out:
+            return None, "stdout line %d: no id or a repeated id: %.80s" % (n, line)
+        out[o["id"]] = o
+    if p.returncode != (1 if expect_errors else 0):
+        errs = [o for o in out.values() if isinstance(o.get("error"), dict)]
+        hint = ""
+        if any("video" in str(o["error"].get("message", "")) for o in errs):
+            hint = " (video records fail: has the CLI's video support (issue 8) landed?)"
+        return None, "exit %d (want %d)%s; first error record: %.300s; stderr: %s" % (
+            p.returncode, 1 if expect_errors else 0, hint,
+            json.dumps(errs[0]) if errs else "none",
+            p.stderr.decode("utf-8", "replace")[-300:].strip())
+    return out, None
+
+
+def expand(template, video_dir, audio_dir):
+    """The golden's input template with "{VIDEO}" and "{AUDIO}" the clip directories (on the
+    parsed JSON, so the paths need no escaping)."""
+    def sub(v):
+        if isinstance(v, str):
+            return v.replace("{VIDEO}", video_dir).replace("{AUDIO}", audio_dir)
+        if isinstance(v, list):
+            return [sub(x) for x in v]
+        if isinstance(v, dict):
+            return {k: sub(x) for k, x in v.items()}
+        return v
+    return json.dumps(sub(json.loads(template)), ensure_ascii=False)
+
+
+def make_clips(video_dir, audio_dir, audio_clips):
+    ok = True
+    for tool, out, names in (("mkvideo", video_dir, []), ("mkaudio", audio_dir, audio_clips)):
+        r = subprocess.run([sys.executable, os.path.join(ROOT, "tools", "ref", tool), out] +
+                           names, capture_output=True, text=True)
+        report("tools/ref/%s makes the clips" % tool, r.returncode == 0,
+               r.stderr.strip()[-400:])
+        ok = ok and r.returncode == 0
+    return ok
+
+
+def verify_files(gname, m, tmp, video_dir, audio_dir, records):
+    """Make the generated mmproj, then compare every file's sha256 with the manifest's.
+    Returns (text model, [mmproj paths]) or None."""
+    bad = []
+    mmprojs = []
+    for given in m["mmproj"]:
+        path = given.replace("{TMP}", tmp) if "{TMP}" in given else os.path.join(ROOT, given)
+        if "{TMP}" in given:
+            cmd = next(c for c in m["mkmodel"] if given in c).replace("{TMP}", tmp).split()
+            r = subprocess.run([os.path.join(ROOT, cmd[0])] + cmd[1:], cwd=ROOT,
+                               capture_output=True, text=True)
+            if r.returncode:
+                bad.append("%s failed: %s" % (" ".join(cmd), r.stderr.strip()[-200:]))
+        mmprojs.append((given, path, m["mmproj_sha256"][given]))
+    files = [(m["model"], os.path.join(ROOT, m["model"]), m["model_sha256"])] + mmprojs
+    files += [(p, os.path.join(ROOT, p), h) for p, h in sorted(m["images"].items())]
+    files += [(c, os.path.join(audio_dir, c), h) for c, h in sorted(m["clips"].items())]
+    files += [(c, os.path.join(video_dir, c), h) for c, h in sorted(m["videos"].items())]
+    for name, path, want in files:
+        if not os.path.exists(path):
+            bad.append("%s missing" % name)
+        elif sha256(path) != want:
+            bad.append("%s has sha256 %s, the golden was made from %s" % (name, sha256(path),
+                                                                           want))
+    unlisted = sorted({p for r in records for p in r["images"]} - set(m["images"]))
+    unlisted += sorted({c for r in records for c in r["audio"]} - set(m["clips"]))
+    unlisted += sorted({c for r in records for c in r["videos"]} - set(m["videos"]))
+    if unlisted:
+        bad.append("files not in the manifest: %s" % ", ".join(unlisted))
+    report("%s: sha256 of the model, %d mmproj files, %d images, %d audio clips and %d video "
+           "clips equal the manifest's" % (gname, len(mmprojs), len(m["images"]),
+                                            len(m["clips"]), len(m["videos"])), not bad,
+           "; ".join(bad) + " (make them with: %s; %s; %s; %s; or regenerate the goldens "
+           "with tools/ref/mkgolden --only video)" % ("; ".join(m["mkmodel"]), m["mkimages"],
+                                                      m["mkaudio"], m["mkvideo"]))
+    if bad:
+        return None
+    return os.path.join(ROOT, m["model"]), [p for _, p, _ in mmprojs]
+
+
+def check_error(r, o):
+    """A too-long error record: code "too_long", the message holding both counts."""
+    e = (o or {}).get("error")
+    want = r["error"]
+    if not isinstance(e, dict) or e.get("code") != want["code"] or \
+            not all(s in str(e.get("message", "")) for s in want["message_has"]):
+        return "want an error record (code %s, message with %s), got %.300s" % (
+            want["code"], " and ".join(want["message_has"]), json.dumps(o))
+    return None
+
+
+def check_tokens(tag, records, out):
+    for r in records:
+        name = "%s tokens %s" % (tag, r["name"])
+        o = out.get(r["name"])
+        got = (o or {}).get("tokens")
+        if got is None:
+            report(name, False, "no tokens: %.300s" % json.dumps(o))
+        elif got != r["tokens"]:
+            i = next((i for i, (a, b) in enumerate(zip(got, r["tokens"])) if a != b),
+                     min(len(got), len(r["tokens"])))
+            frames = "; ".join("%d frames %s at %dx%d" % (len(f["indices"]), f["indices"],
+                                                         f["size"][0], f["size"][1])
+                               for f in r["frames"])
+            report(name, False, "%d ids, want %d (%s); first difference at %d: got %s want %s"
+                   % (len(got), len(r["tokens"]), frames or "no video", i, got[i:i + 8],
+                      r["tokens"][i:i + 8]))
+        else:
+            report("%s (%s)" % (name, "error record's plan" if "error" in r else
+                                "soft tokens %s" % r["soft_tokens"]), True)
+
+
+def check_embeddings(tag, records, out, gate, seconds):
+    """One FAIL per failing record, else one PASS for the run. Returns records compared."""
+    worst, bad, n_err = (2.0, None, 0.0), 0, 0
+    for r in records:
+        o = out.get(r["name"]) or {}
+        if "error" in r:
+            err = check_error(r, o)
+            if err:
+                report("%s %s" % (tag, r["name"]), False, err)
+                bad += 1
+            n_err += 1
+            continue
+        got = o.get("embedding")
+        if not isinstance(got, list) or len(got) != len(r["embedding"]):
+            report("%s %s" % (tag, r["name"]), False, "no embedding of %d values: %.300s"
+                   % (len(r["embedding"]), json.dumps(o)))
+            bad += 1
+            continue
+        got = [float(x) for x in got]
+        c = cosine(got, r["embedding"])
+        maxabs = max(abs(x - y) for x, y in zip(got, r["embedding"]))
+        norm = math.sqrt(sum(x * x for x in got))
+        if not (c >= gate) or not (abs(norm - 1) <= NORM_TOL):
+            report("%s %s" % (tag, r["name"]), False, "cos=%.9f maxabs=%.3g norm=%.7f, gate "
+                   "%g" % (c, maxabs, norm, gate))
+            bad += 1
+        elif c < worst[0]:
+            worst = (c, r["name"], maxabs)
+    if not bad and len(records) > n_err:
+        report("%s: %d records cosine >= %g (worst %.9f, 1-cos %.2e, %s, maxabs %.3g), %d "
+               "error records (%.1f s)" % (tag, len(records) - n_err, gate, worst[0],
+                                          1 - worst[0], worst[1], worst[2], n_err, seconds),
+               True)
+    elif not bad:
+        report("%s: %d error records (%.1f s)" % (tag, n_err, seconds), True)
+    return len(records) - bad
+
+
+def has_video_flags(binary):
+    try:
+        p = subprocess.run([binary, "--help"], capture_output=True, text=True, timeout=60)
+    except (OSError, subprocess.TimeoutExpired) as e:
+        return False, str(e)
+    text = p.stdout + p.stderr
+    missing = [f for f in VIDEO_FLAGS if f not in text]
+    return not missing, "--help lists no %s" % ", ".join(missing)
+
+
+def main(argv):
+    args = argv[1:]
+    fast_only = False
+    if args and args[0] == "--fast-only":
+        fast_only, args = True, args[1:]
+    if not args or args[0].startswith("-"):
+        report("arguments", False, "usage: video_golden_check.py [--fast-only] BINARY "
+               "[EXTRA_ARGS...]")
+        finish()
+    binary, extra = os.path.abspath(args[0]), args[1:]
+    if not (os.path.isfile(binary) and os.access(binary, os.X_OK)):
+        report("binary", False, "%s missing or not executable" % binary)
+        finish()
+    ok, why = has_video_flags(binary)
+    report("the CLI has video support (--video-fps, --video-frames, --video-tokens, "
+           "--video-timestamps)", ok, "the CLI has no video support yet (issue 8): %s; "
+           "nothing compared" % why)
+    if not ok:
+        finish()
+    for tool in ("ffmpeg", "ffprobe"):
+        if shutil.which(tool) is None:
+            report("%s installed" % tool, False, "not on PATH (tools/install-deps): the "
+                   "clips are made with it")
+            finish()
+    try:
+        with open(os.path.join(GOLDEN, "manifest.json")) as f:
+            manifest = json.load(f)
+    except (OSError, ValueError) as e:
+        report("golden manifest", False, str(e))
+        finish()
+    label = " ".join(extra)
+    tmp = tempfile.mkdtemp(prefix="video_golden_check.")
+    video_dir, audio_dir = os.path.join(tmp, "video"), os.path.join(tmp, "audio")
+    audio_clips = sorted({c for g in GATES for c in manifest.get(g, {}).get("clips", {})})
+    if not make_clips(video_dir, audio_dir, audio_clips):
+        finish()
+    compared = 0
+    for gname, gate in GATES.items():
+        tag = gname[len("tiny-mmproj-video-"):]
+        m = manifest.get(gname)
+        if m is None:
+            report("%s manifest entry" % gname, False, "missing from golden/manifest.json")
+            continue
+        try:
+            with open(os.path.join(GOLDEN, m["golden"]), encoding="utf-8") as f:
+                records = [json.loads(line) for line in f if line.strip()]
+        except (OSError, ValueError) as e:
+            report("%s golden file" % gname, False, str(e))
+            continue
+        ids_ok = all(json.loads(r["input"]).get("id") == r["name"] for r in records)
+        if len(records) != m["records"] or not records or not ids_ok:
+            report("%s golden file" % gname, False, "%d records (manifest: %d), input ids %s"
+                   % (len(records), m["records"], "ok" if ids_ok else "differ from names"))
+            continue
+        files = verify_files(gname, m, tmp, video_dir, audio_dir, records)
+        if files is None:
+            continue
+        text_model, mmprojs = files
+        base = [binary] + extra + ["-m", text_model, "--image-tokens", str(m["image_tokens"])]
+        base += [a for p in mmprojs for a in ("--mmproj", p)]
+        groups = {}
+        for r in records:
+            groups.setdefault(tuple(r["args"]), []).append(r)
+        for args, sub in sorted(groups.items()):
+            src = os.path.join(tmp, "%s-%s.jsonl" % (gname, "_".join(args).replace("-", "")
+                                                     or "defaults"))
+            with open(src, "w", encoding="utf-8") as f:
+                f.write("".join(expand(r["input"], video_dir, audio_dir) + "\n" for r in sub))
+            errs = any("error" in r for r in sub)
+            what_args = " ".join(args) or "defaults"
+            if not fast_only:
+                out, err = run(base + list(args) + ["--tokenize", src], False)
+                if err:
+                    report("%s %s --tokenize" % (tag, what_args), False, err)
+                else:
+                    check_tokens("%s %s" % (tag, what_args), sub, out)
+            matrix = [("fast", [])]
+            if not fast_only:
+                matrix.append(("--no-media-fast", ["--no-media-fast"]))
+                if not args:
+                    matrix += [(sw, [sw]) for sw in SWITCHES]
+            for what, switches in matrix:
+                run_tag = " ".join(x for x in (tag, label, what, what_args) if x)
+                t0 = time.time()
+                out, err = run(base + switches + list(args) + [src], errs)
+                if err:
+                    report(run_tag, False, err)
+                    continue
+                compared += check_embeddings(run_tag, sub, out, gate, time.time() - t0)
+        if not fast_only:
+            # --input files: each clip path alone is a video record, its id the path
+            alone = {r["name"]: r for r in groups.get((), []) if r["name"] in m["videos"]}
+            lst = os.path.join(video_dir, "list.txt")
+            with open(lst, "w") as f:
+                f.write("".join(c + "\n" for c in sorted(alone)))
+            run_tag = " ".join(x for x in (tag, label, "--input files") if x)
+            t0 = time.time()
+            out, err = run(base + ["--input", "files", lst], False, cwd=video_dir)
+            if err:
+                report(run_tag, False, err)
+            else:
+                compared += check_embeddings(run_tag, list(alone.values()), out, gate,
+                                             time.time() - t0)
+    shutil.rmtree(tmp, ignore_errors=True)
+    report("records compared (%d)" % compared, compared > 0, "zero records compared")
+    finish()
+
+
+if __name__ == "__main__":
+    main(sys.argv)
