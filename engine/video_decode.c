@@ -363,6 +363,25 @@ static ge_status do_scan(vdec *v, scan *s, ge_err *err)
                      "data ends after %lld)", v->fmt, (long long)v->st->nb_frames, (long long)n);
         goto done;
     }
+    double tb = av_q2d(v->st->time_base);
+    /* Matroska/WebM: a file cut short ends before the duration its header gives for the
+     * video track (the DURATION tag FFmpeg's muxer writes per track; else the segment's when
+     * the video is the only stream); half a frame of slack for rounding */
+    if (!strcmp(v->fmt, "matroska") || !strcmp(v->fmt, "webm")) {
+        AVDictionaryEntry *t = av_dict_get(v->st->metadata, "DURATION", NULL, 0);
+        int hh, mm;
+        double ss, want = -1, end = (double)maxend * tb;
+        if (t && sscanf(t->value, "%d:%d:%lf", &hh, &mm, &ss) == 3)
+            want = hh * 3600.0 + mm * 60.0 + ss;
+        else if (v->in.fc->nb_streams == 1 && v->in.fc->duration > 0)
+            want = (double)v->in.fc->duration / AV_TIME_BASE;
+        double slack = 0.5 * (end - (double)minpts * tb) / (double)n + 0.001;
+        if (want > 0 && end < want - slack) {
+            st = ge_fail(err, GE_E_FORMAT, "%s: truncated (the header says the video lasts "
+                         "%.3f s, the data ends at %.3f s)", v->fmt, want, end);
+            goto done;
+        }
+    }
     qsort(pi, (size_t)n, sizeof *pi, by_pts);
     s->n = n;
     s->pts = malloc((size_t)n * sizeof *s->pts);
@@ -381,7 +400,6 @@ static ge_status do_scan(vdec *v, scan *s, ge_err *err)
         s->seek[i] = kseek;
         s->key[i] = kidx;
     }
-    double tb = av_q2d(v->st->time_base);
     s->begin = (double)minpts * tb;
     s->end = (double)maxend * tb;
 done:
