@@ -136,6 +136,9 @@ typedef struct {
     AVFrame *frm;
     int drained;     /* the demuxer is at its end and the decoder was sent the flush */
     int64_t packets; /* packets of the stream sent to the decoder */
+    const int64_t *want; /* [nwant] sorted pts of the wanted frames: with skip, the decoder
+                          * skips the other frames no frame refers to (AVDISCARD_NONREF) */
+    int nwant, skip;
     char why[400];
 } vdec;
 
@@ -256,6 +259,19 @@ static int vdec_next(vdec *v, ge_status *st, ge_err *err)
             continue;
         }
         v->packets++;
+        if (v->skip) { /* decoding is in packet order here (one thread): per packet */
+            int64_t t = v->pkt->pts != AV_NOPTS_VALUE ? v->pkt->pts : v->pkt->dts;
+            int lo = 0, hi = v->nwant;
+            while (lo < hi) {
+                int mid = (lo + hi) / 2;
+                if (v->want[mid] < t)
+                    lo = mid + 1;
+                else
+                    hi = mid;
+            }
+            v->cc->skip_frame = lo < v->nwant && v->want[lo] == t ? AVDISCARD_DEFAULT
+                                                                   : AVDISCARD_NONREF;
+        }
         r = avcodec_send_packet(v->cc, v->pkt);
         av_packet_unref(v->pkt);
         if (r < 0 && r != AVERROR(EAGAIN)) {
@@ -470,11 +486,24 @@ static ge_status decode_frames(const uint8_t *p, size_t len, vdec *v, const scan
 {
     ge_status st = vdec_open(v, p, len, true, err);
     conv c = {0};
-    int64_t cur = -1;   /* index of the last frame the decoder gave */
-    bool by_ts = false; /* frames are named by their timestamps (after a seek) */
+    int64_t cur = -1; /* index of the last frame the decoder gave */
+    /* frames are named by their timestamps, or (sequential) counted */
+    bool by_ts = seek != GE_VIDEO_SEEK_NEVER;
     size_t fsz = 0;
+    int64_t *want = NULL;
     if (st)
         goto done;
+    if (by_ts) {
+        if (!(want = malloc((size_t)n * sizeof *want))) {
+            st = ge_fail(err, GE_E_NOMEM, "%s: out of memory", v->fmt);
+            goto done;
+        }
+        for (int k = 0; k < n; k++) /* idx is non-decreasing, so are their pts */
+            want[k] = s->pts[idx[k]];
+        v->want = want;
+        v->nwant = n;
+        v->skip = 1;
+    }
     for (int k = 0; k < n; k++) {
         int64_t t = idx[k];
         if (k > 0 && t == idx[k - 1]) { /* the same frame again */
@@ -492,7 +521,6 @@ static ge_status decode_frames(const uint8_t *p, size_t len, vdec *v, const scan
             }
             avcodec_flush_buffers(v->cc);
             v->drained = 0;
-            by_ts = true;
             cur = -1;
         }
         for (;;) {
@@ -502,7 +530,7 @@ static ge_status decode_frames(const uint8_t *p, size_t len, vdec *v, const scan
             if (got == 0) {
                 if (by_ts) {
                     *retry = 1;
-                    st = ge_fail(err, GE_E_FORMAT, "%s: frame %lld not found after a seek",
+                    st = ge_fail(err, GE_E_FORMAT, "%s: frame %lld not found by its timestamp",
                                  v->fmt, (long long)t);
                 } else {
                     st = ge_fail(err, GE_E_FORMAT, "%s: frame %lld could not be decoded (the "
@@ -571,6 +599,9 @@ static ge_status decode_frames(const uint8_t *p, size_t len, vdec *v, const scan
             goto done;
     }
 done:
+    free(want);
+    v->want = NULL;
+    v->nwant = v->skip = 0;
     sws_freeContext(c.sws);
     free(c.rgb);
     vdec_close(v);
