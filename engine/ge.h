@@ -284,8 +284,9 @@ typedef struct {
     double fps;           /* source frame rate F: frames / duration */
     double duration;      /* D in seconds: from the first frame's start to the last one's end */
     int64_t frames;       /* total frames in the stream */
-    int rotation;         /* display rotation of the stream in degrees (0, 90, 180, 270),
-                           * reported, not applied (see video_decode.c) */
+    int rotation;         /* the stream's display rotation, counterclockwise degrees as
+                           * ffprobe reports it (0, 90, 180, 270), not applied (see
+                           * video_decode.c) */
     const char *format;   /* "mp4", "mov", "matroska", "webm", "avi" (static) */
     const char *codec;    /* "h264", "vp9", "mpeg4", ... (static) */
 } ge_video;

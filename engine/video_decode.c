@@ -41,8 +41,8 @@
  * swscale picks the same unscaled converter whatever the interpolation flag, which is why
  * torchcodec's and PyAV's RGB (SWS_BILINEAR) is the same.
  *
- * Rotation: a stream's display matrix (phone videos) is reported in ge_video.rotation and not
- * applied: torchcodec, PyAV and decord hand the reference the frames as stored. (Images do
+ * Rotation: a stream's display matrix (phone videos) is reported in ge_video.rotation (the
+ * counterclockwise angle, as ffprobe prints it, in 0..359) and not applied: torchcodec, PyAV and decord hand the reference the frames as stored. (Images do
  * honour EXIF orientation, as PIL's exif_transpose in HF's load_image does.)
  *
  * Library code: nothing is printed (FFmpeg's log goes to avmem.c's quiet callback); decoders
@@ -188,6 +188,8 @@ static ge_status vdec_open(vdec *v, const uint8_t *p, size_t len, bool decoder, 
             others++;
         }
     }
+    if (v->si < 0 && fc->nb_streams == 0)
+        return ge_fail(err, GE_E_FORMAT, "%s: no streams (a corrupt header?)", fmt);
     if (v->si < 0)
         return ge_fail(err, GE_E_UNSUPPORTED, "%s: no video stream (%d stream%s of other kinds)",
                        fmt, others, others == 1 ? "" : "s");
@@ -643,7 +645,7 @@ ge_status ge_video_decode(const void *bytes, size_t len, const ge_video_limits *
         out->codec = v.codec;
         const uint8_t *dm = av_stream_get_side_data(v.st, AV_PKT_DATA_DISPLAYMATRIX, NULL);
         if (dm) {
-            double deg = -av_display_rotation_get((const int32_t *)dm); /* clockwise */
+            double deg = av_display_rotation_get((const int32_t *)dm); /* counterclockwise */
             if (isfinite(deg)) {
                 int r = (int)lround(deg / 90) * 90 % 360;
                 out->rotation = r < 0 ? r + 360 : r;
