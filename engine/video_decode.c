@@ -27,12 +27,16 @@
  * Timestamps: index / F (VideoMetadata.timestamps).
  *
  * Reaching the frames. Sequentially (GE_VIDEO_SEEK_NEVER): decode from the start and count,
- * frame i being the i-th frame the decoder outputs. By seeking (the default when it pays):
- * av_seek_frame(AVSEEK_FLAG_BACKWARD) to the dts of the last keyframe at or before the wanted
- * frame (in presentation order), flush the decoder, decode forward and name each output frame
- * by looking its timestamp up in the sorted pts of the scan. When that lookup fails, or the
- * seek landed after the wanted frame, the whole decode starts again sequentially; the tests
- * check that both ways give the same bytes.
+ * frame i being the i-th frame the decoder outputs. Otherwise each output frame is named by
+ * looking its timestamp up in the sorted pts of the scan, and when a keyframe lies between
+ * the last decoded frame and the next wanted one (GE_VIDEO_SEEK_AUTO, the default; before
+ * every wanted frame with GE_VIDEO_SEEK_ALWAYS) we seek: av_seek_frame(AVSEEK_FLAG_BACKWARD)
+ * to that keyframe's pts (the MP4 demuxer compares seek targets with presentation times: its
+ * dts would land a GOP early), flush the decoder and decode forward. Packets of frames that
+ * are not wanted are decoded with AVDISCARD_NONREF, so frames that no frame refers to (most
+ * B-frames) are skipped. When a lookup fails, or a seek landed after the wanted frame, the
+ * whole decode starts again sequentially; the tests check that all ways give the same
+ * bytes. The scan gives the keyframes (AV_PKT_FLAG_KEY) for free.
  *
  * RGB: libswscale, same size (no scaling: the resize is ours, ge_image_resize, the same as
  * images), SWS_BICUBIC with the frame's colour matrix and range set as the ffmpeg command's
@@ -295,7 +299,6 @@ typedef struct {
 typedef struct {
     int64_t n;       /* frames (packets of the stream) */
     int64_t *pts;    /* [n] sorted: frame i's pts */
-    int64_t *seek;   /* [n] the dts to seek to for frame i (its keyframe's) */
     int64_t *key;    /* [n] frame index of that keyframe */
     double begin, end;
 } scan;
@@ -303,7 +306,6 @@ typedef struct {
 static void scan_free(scan *s)
 {
     free(s->pts);
-    free(s->seek);
     free(s->key);
     memset(s, 0, sizeof *s);
 }
@@ -403,19 +405,17 @@ static ge_status do_scan(vdec *v, scan *s, ge_err *err)
     qsort(pi, (size_t)n, sizeof *pi, by_pts);
     s->n = n;
     s->pts = malloc((size_t)n * sizeof *s->pts);
-    s->seek = malloc((size_t)n * sizeof *s->seek);
     s->key = malloc((size_t)n * sizeof *s->key);
-    if (!s->pts || !s->seek || !s->key) {
+    if (!s->pts || !s->key) {
         st = ge_fail(err, GE_E_NOMEM, "%s: out of memory for %lld frames", v->fmt, (long long)n);
         goto done;
     }
     /* frames before the first keyframe (in presentation order) are reached from the start */
-    int64_t kseek = pi[0].dts, kidx = 0;
+    int64_t kidx = 0;
     for (int64_t i = 0; i < n; i++) {
-        if (pi[i].key && i > 0)
-            kseek = pi[i].dts, kidx = i;
+        if (pi[i].key)
+            kidx = i;
         s->pts[i] = pi[i].pts;
-        s->seek[i] = kseek;
         s->key[i] = kidx;
     }
     s->begin = (double)minpts * tb;
@@ -515,7 +515,7 @@ static ge_status decode_frames(const uint8_t *p, size_t len, vdec *v, const scan
         bool jump = seek == GE_VIDEO_SEEK_ALWAYS ||
                     (seek == GE_VIDEO_SEEK_AUTO && s->key[t] > cur + 1);
         if (jump) {
-            int r = av_seek_frame(v->in.fc, v->si, s->seek[t], AVSEEK_FLAG_BACKWARD);
+            int r = av_seek_frame(v->in.fc, v->si, s->pts[s->key[t]], AVSEEK_FLAG_BACKWARD);
             if (r < 0) {
                 *retry = 1;
                 st = ge_fail(err, GE_E_FORMAT, "%s: seek failed", v->fmt);
