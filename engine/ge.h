@@ -306,7 +306,8 @@ int ge_video_sample(double duration, double src_fps, int64_t frames, double fps,
  * corrupt, truncated, no frames, zero duration, a sampled frame that does not decode),
  * GE_E_UNSUPPORTED (not one of the containers, no video stream, no decoder, the frame size
  * changes), GE_E_LIMIT (a side over GE_VIDEO_MAX_SIDE or more than GE_VIDEO_MAX_PIXELS
- * pixels), GE_E_USAGE (bad lim), GE_E_NOMEM; the message names the format and the cause.
+ * pixels), GE_E_INPUT (a frame shape ge_image_plan cannot size), GE_E_USAGE (bad
+ * lim), GE_E_NOMEM; the message names the format and the cause.
  * Thread-safe; FFmpeg decodes on the calling thread only. */
 ge_status ge_video_decode(const void *bytes, size_t len, const ge_video_limits *lim,
                           ge_video *out, ge_err *err);
