@@ -6,12 +6,14 @@
  *   - small clips made with ffmpeg (in OUT): the three seek modes give the same bytes, the
  *     resize is ge_image_resize of the raw frame at ge_image_plan's size, duplicated indices
  *     repeat a frame;
+ *   - two threads decoding at once get what one thread gets (thread safety);
  *   - hostile input: zero length, text, random bytes, every prefix of an MP4 and a WebM, byte
  *     flips: a clean error with a message and a zeroed ge_video, or a video, never a crash
  *     (run under `make SAN=1` too), and nothing at all written to stderr.
  * tests/test_video.sh compares the frames with the ffmpeg command's, the metadata with
  * ffprobe's packets, and covers the containers, codecs and the error cases made with ffmpeg. */
 #include <fcntl.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -194,6 +196,54 @@ static void test_modes(const buf *clip)
         ge_video_free(&v[m]);
 }
 
+typedef struct {
+    const buf *clip;
+    const ge_video *want;
+    int ok;
+} job;
+
+static void *decode_thrice(void *arg)
+{
+    job *j = arg;
+    ge_video_limits lim = {.fps = 5, .max_frames = 8};
+    j->ok = 1;
+    for (int r = 0; r < 3; r++) {
+        ge_video v;
+        ge_err e = {0};
+        if (ge_video_decode(j->clip->p, j->clip->n, &lim, &v, &e)) {
+            j->ok = 0;
+            continue;
+        }
+        j->ok &= v.n == j->want->n && v.th == j->want->th && v.tw == j->want->tw &&
+                 !memcmp(v.rgb, j->want->rgb, (size_t)v.n * v.th * v.tw * 3);
+        ge_video_free(&v);
+    }
+    return NULL;
+}
+
+static void test_threads(const buf *a, const buf *b)
+{
+    ge_video want[2];
+    ge_err e = {0};
+    ge_video_limits lim = {.fps = 5, .max_frames = 8};
+    if (ge_video_decode(a->p, a->n, &lim, &want[0], &e) ||
+        ge_video_decode(b->p, b->n, &lim, &want[1], &e)) {
+        check(false, "threads: the clips decode", "%s", e.msg);
+        return;
+    }
+    job jobs[4] = {{a, &want[0], 0}, {b, &want[1], 0}, {a, &want[0], 0}, {b, &want[1], 0}};
+    pthread_t th[4];
+    for (int i = 0; i < 4; i++)
+        pthread_create(&th[i], NULL, decode_thrice, &jobs[i]);
+    for (int i = 0; i < 4; i++)
+        pthread_join(th[i], NULL);
+    check(jobs[0].ok && jobs[1].ok && jobs[2].ok && jobs[3].ok,
+          "four threads decoding the MP4 and the WebM at once get one thread's frames",
+          "a thread got other frames or an error");
+    ge_video_free(&want[0]);
+    ge_video_free(&want[1]);
+}
+
 static int clean_error(ge_status st, const ge_err *e, const ge_video *v)
 {
     return st != GE_OK && st != GE_E_INTERNAL && e->msg[0] && is_zero(v);
@@ -293,6 +343,7 @@ int main(int argc, char **argv)
         test_limits(&mp4);
         test_modes(&mp4);
         test_modes(&webm);
+        test_threads(&mp4, &webm);
         test_hostile(&mp4, &webm);
     }
     fflush(stderr);
