@@ -11,7 +11,7 @@ PREFIX  ?= /usr/local
 CFLAGS  ?= -O2
 WARN     = -std=c11 -Wall -Wextra -Werror -Wshadow -Wno-unused-parameter
 CPPFLAGS += -D_GNU_SOURCE -Iengine -Ikernels
-LDLIBS  += -ljansson -lz -ljpeg -lpng -lwebpdemux -lwebp -lsndfile -lsoxr -lavformat -lavcodec \
+LDLIBS  += -ljansson -lz -ljpeg -lpng -lwebpdemux -lwebp -lsndfile -lsoxr -lavformat -lavcodec -lswscale \
            -lavutil -lmpg123 -lm -lpthread
 
 ifeq ($(SAN),1)
@@ -144,7 +144,7 @@ tsan:
 # tools/install-deps). The engine, kernels and cli (minus main.c) are rebuilt with clang and
 # -fsanitize=fuzzer-no-link,address,undefined into build/fuzz/ (of cli/, the sources the targets
 # fuzz: main.c has main(), and the rest is not needed).
-#   make fuzz-build                 build build/fuzz/fuzz_{gguf,jsonl,json_span,tok,audio}
+#   make fuzz-build                 build build/fuzz/fuzz_{gguf,jsonl,json_span,tok,audio,video}
 #   make fuzz [FUZZ_TIME=300]       run each target FUZZ_TIME seconds (make -j2 fuzz: two at once);
 #                                   the corpus grows in build/fuzz/corpus/NAME, crashes land in
 #                                   build/fuzz/crash-NAME-*; FUZZ_ARGS adds libFuzzer flags

@@ -886,9 +886,9 @@ static const char *media_ext(const char *path)
 }
 
 /* A path record: its id is the path as a JSON string; the file is opened and its first
- * bytes name the modality. An image or audio file is a record with one item; otherwise an
- * error record: "unsupported" for a video, "io" for a path that cannot be read,
- * "bad_record" for a file that is not media. */
+ * bytes name the modality. An image, audio or video file is a record with one item;
+ * otherwise an error record: "io" for a path that cannot be read, "bad_record" for a file
+ * that is not media. */
 static void parse_files(ge_in *in, ge_rec *r)
 {
     char *buf = NULL;
@@ -939,10 +939,10 @@ static void parse_files(ge_in *in, ge_rec *r)
         rec_fail(in, r, "io", "%s: %s", path, strerror(e));
     else if (!kind)
         rec_fail(in, r, "bad_record", "%s: not a media file", path);
-    else if (strcmp(kind, "video") == 0)
-        rec_fail(in, r, "unsupported", "%s: %s input is not available yet", path, kind);
-    else if (add_item(in, r, strcmp(kind, "image") == 0 ? GE_ITEM_IMAGE : GE_ITEM_AUDIO, path,
-                      strlen(path), false)) {
+    else if (add_item(in, r, strcmp(kind, "image") == 0   ? GE_ITEM_IMAGE
+                             : strcmp(kind, "audio") == 0 ? GE_ITEM_AUDIO
+                                                          : GE_ITEM_VIDEO,
+                      path, strlen(path), false)) {
         r->items = in->items;
         r->n_items = in->n_items;
     }

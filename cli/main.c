@@ -226,6 +226,8 @@ int main(int argc, char **argv)
         .dim = oc.dim,
         .image_tokens = o.image_tokens,
         .audio_max_seconds = o.audio_max_seconds,
+        .video = {.fps = o.video_fps, .max_frames = o.video_frames, .tokens = o.video_tokens},
+        .video_timestamps = o.cfg.v[GE_CFG_VIDEO_TIMESTAMPS] != 0,
         .mmproj = o.n_mmproj > 0,
         .binary = oc.format != GE_FMT_JSONL,
         .progress = o.progress || (!o.quiet && isatty(STDERR_FILENO)),

@@ -16,7 +16,8 @@
 enum {
     O_MODEL = 'm', O_OUTPUT = 'o', O_QUIET = 'q', O_HELP = 'h', O_VERSION = 'V',
     O_INPUT = 256, O_FORMAT, O_ENCODING, O_DIM, O_PROMPT, O_PREFIX, O_TRUNCATE, O_TOKENIZE,
-    O_ERRORS, O_IDS, O_MAX_ERRORS, O_MMPROJ, O_IMAGE_TOKENS, O_AUDIO_MAX_SECONDS, O_PRINT_CONFIG, O_RESUME, O_SHARD,
+    O_ERRORS, O_IDS, O_MAX_ERRORS, O_MMPROJ, O_IMAGE_TOKENS, O_AUDIO_MAX_SECONDS,
+    O_VIDEO_TOKENS, O_VIDEO_FPS, O_VIDEO_FRAMES, O_PRINT_CONFIG, O_RESUME, O_SHARD,
     O_PROGRESS, O_BENCH, O_BENCH_JSON, O_BENCH_REPS,
     O_SWITCH = 1000,   /* + index in the engine switch table */
     O_NO_SWITCH = 2000 /* + index: --no-<bool switch> */
@@ -37,6 +38,9 @@ static const opt_row OPTS[] = {
     {O_IMAGE_TOKENS, "image-tokens", "70|140|280|560|1120", "280", "soft tokens per image"},
     {O_AUDIO_MAX_SECONDS, "audio-max-seconds", "S", "30",
      "keep the first S seconds of each audio clip (<= 3600)"},
+    {O_VIDEO_TOKENS, "video-tokens", "70|140|280|560|1120", "140", "soft tokens per video frame"},
+    {O_VIDEO_FPS, "video-fps", "F", "1", "video frames sampled per second (<= 1000)"},
+    {O_VIDEO_FRAMES, "video-frames", "N", "32", "at most N frames per video, chosen uniformly"},
     {O_OUTPUT, "output", "PATH", "stdout", "write results to PATH"},
     {O_FORMAT, "format", "jsonl|npy|f32|npz", "from the -o extension, else jsonl",
      "output format"},
@@ -123,6 +127,9 @@ int ge_opts_parse(int argc, char **argv, ge_opts *o, char *msg, size_t msglen)
         o->mmproj[o->n_mmproj++] = env;
     o->image_tokens = 280;
     o->audio_max_seconds = GE_AUDIO_MAX_SECONDS;
+    o->video_tokens = GE_VIDEO_TOKENS;
+    o->video_fps = GE_VIDEO_FPS;
+    o->video_frames = GE_VIDEO_MAX_FRAMES;
     bool mmproj_flag = false;
     ge_err e;
     size_t nsw;
@@ -214,6 +221,32 @@ int ge_opts_parse(int argc, char **argv, ge_opts *o, char *msg, size_t msglen)
                 return usage(msg, msglen, "--audio-max-seconds: '%s' is not a number of "
                              "seconds in (0, %g]", optarg, GE_AUDIO_SECONDS_CAP);
             o->audio_max_seconds = sec;
+            break;
+        }
+        case O_VIDEO_TOKENS:
+            if (pick(optarg, "70|140|280|560|1120") < 0)
+                return usage(msg, msglen, "--video-tokens: '%s' is not one of 70, 140, 280, "
+                             "560, 1120", optarg);
+            o->video_tokens = atoi(optarg);
+            break;
+        case O_VIDEO_FPS: {
+            char *end;
+            errno = 0;
+            double fps = strtod(optarg, &end);
+            if (!optarg[0] || *end || errno || !(fps > 0 && fps <= 1000))
+                return usage(msg, msglen, "--video-fps: '%s' is not a rate in (0, 1000]",
+                             optarg);
+            o->video_fps = fps;
+            break;
+        }
+        case O_VIDEO_FRAMES: {
+            char *end;
+            errno = 0;
+            long n = strtol(optarg, &end, 10);
+            if (!optarg[0] || *end || errno || n < 1 || n > GE_VIDEO_FRAMES_CAP)
+                return usage(msg, msglen, "--video-frames: '%s' is not a count in 1..%d",
+                             optarg, GE_VIDEO_FRAMES_CAP);
+            o->video_frames = (int)n;
             break;
         }
         case O_OUTPUT: o->output = optarg; break;

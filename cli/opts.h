@@ -19,6 +19,9 @@ typedef struct {
     int n_mmproj;
     int image_tokens;       /* --image-tokens: soft tokens per image (budget) */
     double audio_max_seconds; /* --audio-max-seconds: audio past this is cut, as HF does */
+    int video_tokens;       /* --video-tokens: soft tokens per video frame (budget) */
+    double video_fps;       /* --video-fps: frames sampled per second of video */
+    int video_frames;       /* --video-frames: at most this many frames per video */
     const char *output;     /* -o; NULL = stdout */
     const char *errors;     /* --errors; NULL = default (see output.h) */
     const char *ids;        /* --ids; NULL = OUTPUT.ids.jsonl */

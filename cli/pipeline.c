@@ -36,15 +36,17 @@ enum { SLOT_EMPTY, SLOT_READ, SLOT_READY, SLOT_DONE };
 #define WAIT_MAX 0.02
 
 /* A record's item: a text, or a media item (an image: decoded and resized by the decode
- * stage, patched and encoded by the tower; an audio clip: decoded to 16 kHz mono and cut by
- * the decode stage, encoded by the tower). */
+ * stage, patched and encoded by the tower; a video: its sampled frames, each as an image; an
+ * audio clip: decoded to 16 kHz mono and cut by the decode stage, encoded by the tower). */
 typedef struct {
     ge_item_kind kind;
     char *data;        /* text, path or inline bytes (freed once decoded) */
     size_t len;
     bool inline_bytes;
-    uint8_t *rgb;      /* [th, tw, 3] the resized image */
-    int th, tw, n_soft;
+    uint8_t *rgb;      /* [n_frames][th][tw][3] the resized image or video frames */
+    int th, tw, n_soft; /* n_soft: per image, clip or frame */
+    int n_frames;      /* 1 for an image; a video's sampled frames */
+    double *seconds;   /* [n_frames] a video frame's timestamp */
     float *pcm;        /* [n_pcm] the clip, 16 kHz mono */
     int64_t n_pcm;
 } item;
@@ -52,8 +54,14 @@ typedef struct {
 /* Bytes of decoded media an item holds until the tower has encoded it. */
 static size_t item_bytes(const item *it)
 {
-    return (it->rgb ? (size_t)it->th * it->tw * 3 : 0) +
+    return (it->rgb ? (size_t)it->n_frames * it->th * it->tw * 3 : 0) +
            (it->pcm ? (size_t)it->n_pcm * sizeof *it->pcm : 0);
+}
+
+/* Soft-token rows an item adds to its record. */
+static size_t item_rows(const item *it)
+{
+    return it->kind == GE_ITEM_TEXT ? 0 : (size_t)it->n_soft * (size_t)it->n_frames;
 }
 
 typedef struct {
@@ -111,8 +119,10 @@ static void slot_free(slot *s)
 {
     free(s->id), free(s->where), free(s->err_msg), free(s->text), free(s->prefix);
     free(s->tokens), free(s->vec), free(s->rows);
-    for (size_t i = 0; i < s->n_items; i++)
+    for (size_t i = 0; i < s->n_items; i++) {
         free(s->items[i].data), free(s->items[i].rgb), free(s->items[i].pcm);
+        free(s->items[i].seconds);
+    }
     free(s->items);
     memset(s, 0, sizeof *s);
 }
@@ -401,8 +411,25 @@ static ge_status decode_image(pipe_t *P, item *it, const char *bytes, size_t len
         st = it->rgb ? ge_image_resize(img.rgb, img.h, img.w, it->rgb, it->th, it->tw, err)
                      : ge_fail(err, GE_E_NOMEM, "out of memory");
     }
+    it->n_frames = 1;
     ge_image_free(&img);
     return st;
+}
+
+/* Decode one video's sampled frames, resized once for the whole video (SPEC.md 7); the
+ * tower encodes each as an image. */
+static ge_status decode_video(pipe_t *P, item *it, const char *bytes, size_t len, ge_err *err)
+{
+    ge_video v = {0};
+    ge_status st = ge_video_decode(bytes, len, &P->c->video, &v, err);
+    if (st)
+        return st;
+    it->th = v.th, it->tw = v.tw, it->n_soft = v.n_soft, it->n_frames = v.n;
+    it->seconds = v.seconds, v.seconds = NULL; /* the layout needs the timestamps */
+    if (!P->o->tokenize) /* --tokenize needs only the counts */
+        it->rgb = v.rgb, v.rgb = NULL;
+    ge_video_free(&v);
+    return GE_OK;
 }
 
 /* Decode one clip to 16 kHz mono, cut to --audio-max-seconds silently as Hugging Face's
@@ -425,6 +452,7 @@ static ge_status decode_audio(pipe_t *P, item *it, const char *bytes, size_t len
                      (double)a.n * 1000.0 / GE_AUDIO_RATE, (long long)need);
     } else {
         it->n_soft = (int)soft; /* at most GE_AUDIO_SECONDS_CAP * 25 */
+        it->n_frames = 1;
         if (!P->o->tokenize) /* --tokenize needs only the count */
             it->pcm = a.pcm, it->n_pcm = a.n, a.pcm = NULL;
     }
@@ -432,7 +460,7 @@ static ge_status decode_audio(pipe_t *P, item *it, const char *bytes, size_t len
     return st;
 }
 
-/* Decode one image or audio item from its file or inline bytes. */
+/* Decode one image, audio or video item from its file or inline bytes. */
 static ge_status decode_media(pipe_t *P, item *it, ge_err *err)
 {
     char *file = NULL;
@@ -441,8 +469,9 @@ static ge_status decode_media(pipe_t *P, item *it, ge_err *err)
     if (!it->inline_bytes && (st = read_file(it->data, MEDIA_FILE_MAX, &file, &len, err)))
         return st;
     const char *bytes = file ? file : it->data;
-    st = it->kind == GE_ITEM_IMAGE ? decode_image(P, it, bytes, len, err)
-                                   : decode_audio(P, it, bytes, len, err);
+    st = it->kind == GE_ITEM_IMAGE   ? decode_image(P, it, bytes, len, err)
+         : it->kind == GE_ITEM_AUDIO ? decode_audio(P, it, bytes, len, err)
+                                     : decode_video(P, it, bytes, len, err);
     free(file);
     free(it->data);
     it->data = NULL;
@@ -451,42 +480,76 @@ static ge_status decode_media(pipe_t *P, item *it, ge_err *err)
 
 static const char *const ITEM_NAME[] = {"text", "image", "audio", "video"};
 
-/* A record with media: decode its images and clips, then tokenize texts and media blocks
- * together. */
+/* A video's parts: each frame's block, with --video-timestamps after "MM:SS " (frames
+ * joined by " ", SPEC.md 2.3); the timestamp texts go into ts (room for 8 bytes a frame). */
+static size_t video_parts(const pipe_t *P, const item *it, ge_part *parts, char *ts)
+{
+    size_t n = 0;
+    for (int f = 0; f < it->n_frames; f++) {
+        if (P->c->video_timestamps) {
+            const long s = (long)it->seconds[f];
+            int len = snprintf(ts, 9, "%s%02ld:%02ld ", f ? " " : "", s / 60, s % 60);
+            len = len > 8 ? 8 : len; /* over 99 minutes: "MMM:SS" is cut, never past ts */
+            parts[n++] = (ge_part){GE_PART_TEXT, ts, (size_t)len, 0};
+            ts += 9;
+        }
+        parts[n++] = (ge_part){GE_PART_VIDEO_FRAME, NULL, 0, it->n_soft};
+    }
+    return n;
+}
+
+/* A record with media: decode its images, clips and videos, then tokenize texts and media
+ * blocks together. */
 static void decode_record(pipe_t *P, slot *s, ge_tokens *toks)
 {
     ge_err e = {0};
-    ge_part *parts = calloc(s->n_items, sizeof *parts);
-    ge_status st = parts ? GE_OK : ge_fail(&e, GE_E_NOMEM, "out of memory");
+    ge_status st = GE_OK;
     for (size_t i = 0; !st && i < s->n_items; i++) {
         item *it = &s->items[i];
-        if (it->kind == GE_ITEM_TEXT) {
-            parts[i] = (ge_part){GE_PART_TEXT, it->data, it->len, 0};
-        } else if (it->kind == GE_ITEM_IMAGE || it->kind == GE_ITEM_AUDIO) {
-            const bool image = it->kind == GE_ITEM_IMAGE;
-            char name[300] = "inline data";
-            if (!it->inline_bytes)
-                snprintf(name, sizeof name, "%s", it->data);
-            st = P->c->mmproj ? decode_media(P, it, &e)
-                              : ge_fail(&e, GE_E_UNSUPPORTED, "%s: give --mmproj",
-                                        image ? "images need a vision tower"
-                                              : "audio needs an audio tower");
-            if (st)
-                ge_err_prefix(&e, "%s item %zu (%s)", ITEM_NAME[it->kind], i + 1, name);
-            else
-                parts[i] = (ge_part){image ? GE_PART_IMAGE : GE_PART_AUDIO, NULL, 0,
-                                     it->n_soft};
+        static const char *const needs[] = {
+            [GE_ITEM_IMAGE] = "images need a vision tower", [GE_ITEM_AUDIO] =
+            "audio needs an audio tower", [GE_ITEM_VIDEO] = "video needs a vision tower"};
+        if (it->kind == GE_ITEM_TEXT)
+            continue;
+        char name[300] = "inline data";
+        if (!it->inline_bytes)
+            snprintf(name, sizeof name, "%s", it->data);
+        st = P->c->mmproj ? decode_media(P, it, &e)
+                          : ge_fail(&e, GE_E_UNSUPPORTED, "%s: give --mmproj", needs[it->kind]);
+        if (st)
+            ge_err_prefix(&e, "%s item %zu (%s)", ITEM_NAME[it->kind], i + 1, name);
+    }
+    /* the parts: a video gives one per frame (two with timestamps) */
+    size_t n_parts = 0, n_ts = 0;
+    for (size_t i = 0; !st && i < s->n_items; i++) {
+        const item *it = &s->items[i];
+        n_parts += it->kind == GE_ITEM_VIDEO ? (size_t)it->n_frames * 2 : 1;
+        n_ts += it->kind == GE_ITEM_VIDEO ? (size_t)it->n_frames : 0;
+    }
+    ge_part *parts = st ? NULL : calloc(n_parts ? n_parts : 1, sizeof *parts);
+    char *ts = st ? NULL : malloc(n_ts * 9 + 1);
+    if (!st && (!parts || !ts))
+        st = ge_fail(&e, GE_E_NOMEM, "out of memory");
+    size_t np = 0;
+    for (size_t i = 0, t = 0; !st && i < s->n_items; i++) {
+        const item *it = &s->items[i];
+        if (it->kind == GE_ITEM_VIDEO) {
+            np += video_parts(P, it, parts + np, ts + t * 9);
+            t += (size_t)it->n_frames;
         } else {
-            st = ge_fail(&e, GE_E_UNSUPPORTED, "item %zu: %s input is not available yet",
-                         i + 1, ITEM_NAME[it->kind]);
+            parts[np++] = (ge_part){it->kind == GE_ITEM_TEXT    ? GE_PART_TEXT
+                                    : it->kind == GE_ITEM_IMAGE ? GE_PART_IMAGE
+                                                                : GE_PART_AUDIO,
+                                    it->kind == GE_ITEM_TEXT ? it->data : NULL,
+                                    it->kind == GE_ITEM_TEXT ? it->len : 0, it->n_soft};
         }
     }
     const char *prefix = s->prefix ? s->prefix : P->c->prefix;
     toks->n = 0;
     if (!st)
-        st = ge_tokenize_parts(P->c->model, prefix && *prefix ? prefix : NULL, parts,
-                               s->n_items, toks, &e);
-    free(parts);
+        st = ge_tokenize_parts(P->c->model, prefix && *prefix ? prefix : NULL, parts, np, toks,
+                               &e);
+    free(parts), free(ts);
     const char *code = NULL;
     if (!st && toks->n > P->max_tokens && !P->o->tokenize) {
         st = ge_fail(&e, GE_E_LIMIT, "too long: %zu tokens with the media, the limit is %zu "
@@ -502,9 +565,11 @@ static void decode_record(pipe_t *P, slot *s, ge_tokens *toks)
     }
     if (st)
         fail_record(s, code ? code : ge_status_name(st), e.msg);
-    for (size_t i = 0; i < s->n_items; i++) /* texts are in the tokens now */
+    for (size_t i = 0; i < s->n_items; i++) { /* texts and timestamps are in the tokens now */
         if (s->items[i].kind == GE_ITEM_TEXT)
             free(s->items[i].data), s->items[i].data = NULL;
+        free(s->items[i].seconds), s->items[i].seconds = NULL;
+    }
 }
 
 static void *worker_main(void *v)
@@ -600,14 +665,15 @@ static void embed_wave(pipe_t *P, const job *w, size_t n, const int32_t **ids, s
     }
 }
 
-/* Patch one resized image and encode it into rows. */
-static ge_status encode_image(pipe_t *P, const item *it, float *rows, ge_err *e)
+/* Patch one resized image (or video frame) rgb [th][tw][3] and encode it into rows. */
+static ge_status encode_image(pipe_t *P, const uint8_t *rgb, int th, int tw, float *rows,
+                              ge_err *e)
 {
-    const int pw = it->tw / GE_IMAGE_PATCH, ph = it->th / GE_IMAGE_PATCH;
+    const int pw = tw / GE_IMAGE_PATCH, ph = th / GE_IMAGE_PATCH;
     const size_t np = (size_t)pw * ph;
     float *patches = malloc(np * GE_IMAGE_PATCH_DIM * sizeof *patches);
     int32_t *pos = malloc(np * 2 * sizeof *pos);
-    ge_status st = patches && pos ? ge_image_patchify(it->rgb, it->th, it->tw, patches, pos, e)
+    ge_status st = patches && pos ? ge_image_patchify(rgb, th, tw, patches, pos, e)
                                   : ge_fail(e, GE_E_NOMEM, "out of memory");
     if (!st)
         st = ge_model_encode_image(P->c->model, patches, pos, pw, ph, rows, e);
@@ -615,15 +681,15 @@ static ge_status encode_image(pipe_t *P, const item *it, float *rows, ge_err *e)
     return st;
 }
 
-/* The soft tokens of a record's images and clips, in sequence order, into s->rows (an error
- * makes it an error record). */
+/* The soft tokens of a record's images, clips and video frames, in sequence order, into
+ * s->rows (an error makes it an error record). */
 static void encode_media(pipe_t *P, slot *s)
 {
     ge_err e = {0};
     const int H = ge_model_hidden(P->c->model);
     size_t total = 0;
     for (size_t i = 0; i < s->n_items; i++)
-        total += s->items[i].rgb || s->items[i].pcm ? (size_t)s->items[i].n_soft : 0;
+        total += s->items[i].rgb || s->items[i].pcm ? item_rows(&s->items[i]) : 0;
     ge_status st = (s->rows = malloc(total * H * sizeof *s->rows)) || !total
                        ? GE_OK : ge_fail(&e, GE_E_NOMEM, "out of memory");
     for (size_t i = 0, at_row = 0; !st && i < s->n_items; i++) {
@@ -631,13 +697,20 @@ static void encode_media(pipe_t *P, slot *s)
         if (!it->rgb && !it->pcm)
             continue;
         float *rows = s->rows + at_row * H;
-        st = it->rgb ? encode_image(P, it, rows, &e)
-                     : ge_model_encode_audio(P->c->model, it->pcm, it->n_pcm, rows, &e);
-        if (st)
+        const size_t frame = (size_t)it->th * it->tw * 3;
+        if (it->pcm)
+            st = ge_model_encode_audio(P->c->model, it->pcm, it->n_pcm, rows, &e);
+        int f = 0;
+        for (; it->rgb && !st && f < it->n_frames; f++)
+            st = encode_image(P, it->rgb + f * frame, it->th, it->tw,
+                              rows + (size_t)f * it->n_soft * H, &e);
+        if (st && it->kind == GE_ITEM_VIDEO)
+            ge_err_prefix(&e, "video item %zu (frame %d of %d)", i + 1, f, it->n_frames);
+        else if (st)
             ge_err_prefix(&e, "%s item %zu", ITEM_NAME[it->kind], i + 1);
         free(it->rgb), free(it->pcm);
         it->rgb = NULL, it->pcm = NULL;
-        at_row += (size_t)it->n_soft;
+        at_row += item_rows(it);
     }
     s->n_rows = total;
     if (st)

@@ -32,6 +32,8 @@ typedef struct {
     int dim;                 /* output width (Matryoshka) */
     int image_tokens;        /* soft tokens per image (--image-tokens) */
     double audio_max_seconds; /* audio past this is cut (--audio-max-seconds) */
+    ge_video_limits video;   /* frame sampling and budget (--video-fps, -frames, -tokens) */
+    bool video_timestamps;   /* "MM:SS " before each frame block (--video-timestamps) */
     bool mmproj;             /* an mmproj was given: media can be embedded */
     bool binary;             /* npy/f32/npz output: rows cannot carry notes */
     bool progress;           /* draw the progress line on stderr */

@@ -47,6 +47,7 @@
 #include <sndfile.h>
 #include <soxr.h>
 
+#include "avmem.h"
 #include "ge.h"
 
 #define BLOCK 4096 /* frames read per step */
@@ -580,64 +581,6 @@ static const struct {
     {"wv", "wavpack"}, {"ape", "ape"}, {"tta", "tta"}, {"w64", "w64"}, {"au", "au"},
 };
 
-static _Thread_local char av_last[200]; /* FFmpeg's last error line on this thread */
-
-static void av_quiet(void *avcl, int level, const char *fmt, va_list vl)
-{
-    (void)avcl;
-    if (level > AV_LOG_ERROR)
-        return;
-    vsnprintf(av_last, sizeof av_last, fmt, vl);
-    size_t k = strlen(av_last);
-    while (k && (av_last[k - 1] == '\n' || av_last[k - 1] == '\r'))
-        av_last[--k] = 0;
-}
-
-static pthread_once_t av_once = PTHREAD_ONCE_INIT;
-static void av_setup(void) { av_log_set_callback(av_quiet); }
-
-static int av_read(void *u, uint8_t *buf, int size)
-{
-    memsrc *m = u;
-    size_t k = m->n - m->at;
-    if (k == 0)
-        return AVERROR_EOF;
-    if (size >= 0 && (size_t)size < k)
-        k = (size_t)size;
-    memcpy(buf, m->p + m->at, k);
-    m->at += k;
-    return (int)k;
-}
-
-static int64_t av_seek(void *u, int64_t off, int whence)
-{
-    memsrc *m = u;
-    if (whence & AVSEEK_SIZE)
-        return (int64_t)m->n;
-    sf_count_t r = vio_seek(off, whence & ~AVSEEK_FORCE, m);
-    return r < 0 ? AVERROR(EINVAL) : r;
-}
-
-/* never let a demuxer open another file or URL */
-static int av_no_open(AVFormatContext *s, AVIOContext **pb, const char *url, int flags,
-                      AVDictionary **options)
-{
-    (void)s, (void)pb, (void)url, (void)flags, (void)options;
-    return AVERROR(EPERM);
-}
-
-/* " (FFmpeg: <its last error line>)" or "" */
-static const char *av_why(char *buf, size_t n, int ret)
-{
-    char e[AV_ERROR_MAX_STRING_SIZE];
-    av_strerror(ret, e, sizeof e);
-    if (av_last[0])
-        snprintf(buf, n, "%s; FFmpeg: %s", e, av_last);
-    else
-        snprintf(buf, n, "%s", e);
-    return buf;
-}
-
 /* One decoded frame into the sink, converted to float as libsndfile scales samples. */
 static ge_status push_frame(sink *s, const AVFrame *f, float **conv, size_t *conv_cap,
                             ge_audio *out, ge_err *err)
@@ -688,18 +631,9 @@ static ge_status push_frame(sink *s, const AVFrame *f, float **conv, size_t *con
 static ge_status decode_ffmpeg(const uint8_t *p, size_t len, int64_t max, ge_audio *out,
                                int *probed, ge_err *err)
 {
-    pthread_once(&av_once, av_setup);
-    av_last[0] = 0;
-    /* probe the first MiB (the probe wants zeroed padding after the data) */
-    size_t np = len < ((size_t)1 << 20) ? len : (size_t)1 << 20;
-    uint8_t *pb = av_mallocz(np + AVPROBE_PADDING_SIZE);
-    if (!pb)
-        return ge_fail(err, GE_E_NOMEM, "audio: out of memory");
-    memcpy(pb, p, np);
-    AVProbeData pd = {.filename = "", .buf = pb, .buf_size = (int)np};
+    ge_av_quiet();
     int score = 0;
-    const AVInputFormat *ifmt = av_probe_input_format3(&pd, 1, &score);
-    av_free(pb);
+    const AVInputFormat *ifmt = ge_av_probe(p, len, &score);
     const char *fmt = NULL;
     for (size_t i = 0; ifmt && i < sizeof ffmpeg_formats / sizeof *ffmpeg_formats; i++)
         if (!strcmp(ifmt->name, ffmpeg_formats[i].av))
@@ -712,11 +646,10 @@ static ge_status decode_ffmpeg(const uint8_t *p, size_t len, int64_t max, ge_aud
                        "Matroska/WebM audio by its first bytes)");
     }
 
-    memsrc src = {p, len, 0};
     ge_status st = GE_OK;
     char why[400];
     sink s = {.fmt = fmt, .max = max};
-    AVFormatContext *fc = NULL;
+    ge_av_input in;
     AVCodecContext *cc = NULL;
     AVPacket *pkt = NULL;
     AVFrame *frm = NULL;
@@ -724,27 +657,13 @@ static ge_status decode_ffmpeg(const uint8_t *p, size_t len, int64_t max, ge_aud
     size_t conv_cap = 0;
     int64_t packets = 0;
     out->format = fmt;
-    const int iosz = 1 << 16;
-    uint8_t *iobuf = av_malloc(iosz);
-    AVIOContext *io = iobuf ? avio_alloc_context(iobuf, iosz, 0, &src, av_read, NULL, av_seek)
-                            : NULL;
-    if (!io) {
-        av_free(iobuf);
+    int r = ge_av_open(&in, p, len, ifmt);
+    if (r == AVERROR(ENOMEM))
         return ge_fail(err, GE_E_NOMEM, "%s: out of memory", fmt);
-    }
-    if (!(fc = avformat_alloc_context())) {
-        st = ge_fail(err, GE_E_NOMEM, "%s: out of memory", fmt);
-        goto done;
-    }
-    fc->pb = io;
-    fc->flags |= AVFMT_FLAG_CUSTOM_IO;
-    fc->io_open = av_no_open;
-    int r = avformat_open_input(&fc, NULL, ifmt, NULL); /* frees fc on failure */
-    if (r < 0) {
-        st = ge_fail(err, GE_E_FORMAT, "%s: corrupt or truncated header (%s)", fmt,
-                     av_why(why, sizeof why, r));
-        goto done;
-    }
+    if (r < 0)
+        return ge_fail(err, GE_E_FORMAT, "%s: corrupt or truncated header (%s)", fmt,
+                       ge_av_why(why, sizeof why, r));
+    AVFormatContext *fc = in.fc;
     const AVCodec *dec = NULL;
     int si = av_find_best_stream(fc, AVMEDIA_TYPE_AUDIO, -1, -1, &dec, 0);
     /* it skips streams whose rate and channels the header leaves open (ADTS): the first
@@ -784,14 +703,14 @@ static ge_status decode_ffmpeg(const uint8_t *p, size_t len, int64_t max, ge_aud
     }
     if ((r = avcodec_parameters_to_context(cc, as->codecpar)) < 0) {
         st = ge_fail(err, GE_E_FORMAT, "%s: bad %s parameters (%s)", fmt, out->codec,
-                     av_why(why, sizeof why, r));
+                     ge_av_why(why, sizeof why, r));
         goto done;
     }
     cc->thread_count = 1; /* the pipeline runs decoders on its own threads */
     cc->pkt_timebase = as->time_base;
     if ((r = avcodec_open2(cc, dec, NULL)) < 0) {
         st = ge_fail(err, GE_E_FORMAT, "%s: cannot open the %s decoder (%s)", fmt, out->codec,
-                     av_why(why, sizeof why, r));
+                     ge_av_why(why, sizeof why, r));
         goto done;
     }
     int eof = 0;
@@ -803,7 +722,7 @@ static ge_status decode_ffmpeg(const uint8_t *p, size_t len, int64_t max, ge_aud
                 r = avcodec_send_packet(cc, NULL);
             } else if (r < 0) {
                 st = ge_fail(err, GE_E_FORMAT, "%s: corrupt or truncated data after %lld "
-                             "packets (%s)", fmt, (long long)packets, av_why(why, sizeof why, r));
+                             "packets (%s)", fmt, (long long)packets, ge_av_why(why, sizeof why, r));
                 goto done;
             } else if (pkt->stream_index != si) {
                 av_packet_unref(pkt);
@@ -820,7 +739,7 @@ static ge_status decode_ffmpeg(const uint8_t *p, size_t len, int64_t max, ge_aud
             }
             if (r < 0 && r != AVERROR(EAGAIN) && r != AVERROR_EOF) {
                 st = ge_fail(err, GE_E_FORMAT, "%s: corrupt %s data in packet %lld (%s)", fmt,
-                             out->codec, (long long)packets, av_why(why, sizeof why, r));
+                             out->codec, (long long)packets, ge_av_why(why, sizeof why, r));
                 goto done;
             }
         }
@@ -834,7 +753,7 @@ static ge_status decode_ffmpeg(const uint8_t *p, size_t len, int64_t max, ge_aud
             break;
         if (r < 0 && r != AVERROR(EAGAIN)) {
             st = ge_fail(err, GE_E_FORMAT, "%s: corrupt %s data in packet %lld (%s)", fmt,
-                         out->codec, (long long)packets, av_why(why, sizeof why, r));
+                         out->codec, (long long)packets, ge_av_why(why, sizeof why, r));
             goto done;
         }
         if (eof && r == AVERROR(EAGAIN))
@@ -867,11 +786,7 @@ done:
     av_frame_free(&frm);
     av_packet_free(&pkt);
     avcodec_free_context(&cc);
-    avformat_close_input(&fc);
-    if (io) {
-        av_freep(&io->buffer);
-        avio_context_free(&io);
-    }
+    ge_av_close(&in);
     return st;
 }
 

@@ -41,6 +41,8 @@ static const ge_switch switches[] = {
     {GE_CFG_SEMANTICS, "semantics", 0, "EI_GEMMA2_SEMANTICS", GE_SW_CHOICE, GE_SEM_OFFICIAL, 0,
      GE_SEM_LLAMACPP, "official|llamacpp", "official",
      "Hugging Face numerics, or llama.cpp's (GGUF.md)"},
+    {GE_CFG_VIDEO_TIMESTAMPS, "video-timestamps", 0, "EI_GEMMA2_VIDEO_TIMESTAMPS", GE_SW_BOOL, 0,
+     0, 1, NULL, "off", "\"MM:SS \" text before each video frame block"},
 };
 
 const ge_switch *ge_config_switches(size_t *n)

@@ -56,7 +56,7 @@ typedef enum {
     GE_CFG_THREADS, GE_CFG_THREAD_CAP, GE_CFG_CPU_TIER, GE_CFG_HYBRID, GE_CFG_HYBRID_TOKENS,
     GE_CFG_FLASH, GE_CFG_VNNI256, GE_CFG_VNNI256_SHORT, GE_CFG_SGEMM, GE_CFG_RELEASE_WEIGHTS,
     GE_CFG_PREPACK, GE_CFG_WAVE_TOKENS, GE_CFG_MEDIA_FAST, GE_CFG_YIELD, GE_CFG_SEMANTICS,
-    GE_CFG_COUNT
+    GE_CFG_VIDEO_TIMESTAMPS, GE_CFG_COUNT
 } ge_cfg_id;
 
 /* GE_CFG_SEMANTICS: whose numerics where they differ (GGUF.md's list): Hugging Face's
@@ -242,6 +242,76 @@ typedef struct {
  * GE_AUDIO_SECONDS_CAP seconds. No allocation. */
 ge_status ge_audio_features(const float *pcm, int64_t n, ge_semantics sem, float *feat,
                             const ge_runner *runner, ge_err *err);
+
+/* ---- video (video_decode.c; SPEC.md 7) ---------------------------------------------------
+ * Decoding (MP4/MOV, Matroska/WebM, AVI through FFmpeg's libavformat/libavcodec, frames to
+ * RGB24 through libswscale), the reference's frame sampling (1 fps, at most 32 frames chosen
+ * uniformly) and the per-frame preprocessing of images (SPEC.md 5.1) at one target size
+ * computed once per video. Nothing here needs a model. */
+
+#define GE_VIDEO_FPS 1.0             /* default sampling rate (--video-fps) */
+#define GE_VIDEO_MAX_FRAMES 32       /* default frame cap (--video-frames) */
+#define GE_VIDEO_FRAMES_CAP 1024     /* the largest max_frames accepted */
+#define GE_VIDEO_TOKENS 140          /* default soft-token budget per frame (--video-tokens) */
+#define GE_VIDEO_MAX_SIDE 16384      /* a frame wider or taller is GE_E_LIMIT */
+#define GE_VIDEO_MAX_PIXELS ((int64_t)1 << 28) /* a frame with more pixels is GE_E_LIMIT */
+
+typedef enum {
+    GE_VIDEO_SEEK_AUTO = 0, /* seek to a keyframe when one lies between the last decoded frame
+                             * and the next wanted one, else decode forward */
+    GE_VIDEO_SEEK_NEVER,    /* decode every frame from the start (the tests' reference) */
+    GE_VIDEO_SEEK_ALWAYS,   /* seek before every wanted frame (tests) */
+} ge_video_seek;
+
+typedef struct {
+    double fps;     /* frames sampled per second of video; 0 means GE_VIDEO_FPS; (0, 1000] */
+    int max_frames; /* 0 means GE_VIDEO_MAX_FRAMES; 1..GE_VIDEO_FRAMES_CAP */
+    int tokens;     /* soft-token budget per frame: 70, 140, 280, 560, 1120; 0 means
+                     * GE_VIDEO_TOKENS */
+    int seek;       /* ge_video_seek: how frames are reached; the frames are the same */
+    int raw;        /* 1: frames at the source size, not resized (tests; th, tw = h, w) */
+} ge_video_limits;
+
+typedef struct {
+    int n;                /* sampled frames, 1..max_frames */
+    int th, tw;           /* frame size after the resize (multiples of 48 unless raw) */
+    int n_soft;           /* soft tokens per frame: (th/48)*(tw/48) (0 when raw) */
+    uint8_t *rgb;         /* [n][th][tw][3]; owned */
+    int64_t *index;       /* [n] frame index of each sampled frame (presentation order) */
+    double *seconds;      /* [n] its timestamp, index / fps (HF's metadata.timestamps; the
+                           * "MM:SS " prefixes of SPEC.md 2.3) */
+    int h, w;             /* source frame size (as decoded: the rotation is not applied) */
+    double fps;           /* source frame rate F: frames / duration */
+    double duration;      /* D in seconds: from the first frame's start to the last one's end */
+    int64_t frames;       /* total frames in the stream */
+    int rotation;         /* the stream's display rotation, counterclockwise degrees as
+                           * ffprobe reports it (0, 90, 180, 270), not applied (see
+                           * video_decode.c) */
+    const char *format;   /* "mp4", "mov", "matroska", "webm", "avi" (static) */
+    const char *codec;    /* "h264", "vp9", "mpeg4", ... (static) */
+} ge_video;
+
+/* The reference's frame choice (HF EmbeddingGemma2VideoProcessor.sample_frames, SPEC.md 7):
+ * n = max(1, floor(duration * fps)); idx_i = min(frames - 1, floor(i * (src_fps / fps)));
+ * when n > max_frames, idx[floor(linspace(0, n - 1, max_frames))]. Writes min(n, max_frames)
+ * indices to idx (room for max_frames) and returns how many; -1 for a bad argument (frames
+ * < 1, fps or src_fps not > 0, duration not finite or < 0, max_frames < 1). */
+int ge_video_sample(double duration, double src_fps, int64_t frames, double fps, int max_frames,
+                    int64_t *idx);
+
+/* Decode the video file held in bytes[0..len): its first video stream's metadata, the
+ * sampled frames (ge_video_sample on that metadata) converted to RGB24 and resized as images
+ * are (ge_image_plan at lim->tokens for the source size, then ge_image_resize). lim may be
+ * NULL (defaults). Errors (out zeroed, nothing leaked, nothing printed): GE_E_FORMAT (empty,
+ * corrupt, truncated, no frames, zero duration, a sampled frame that does not decode),
+ * GE_E_UNSUPPORTED (not one of the containers, no video stream, no decoder, the frame size
+ * changes), GE_E_LIMIT (a side over GE_VIDEO_MAX_SIDE or more than GE_VIDEO_MAX_PIXELS
+ * pixels), GE_E_INPUT (a frame shape ge_image_plan cannot size), GE_E_USAGE (bad
+ * lim), GE_E_NOMEM; the message names the format and the cause.
+ * Thread-safe; FFmpeg decodes on the calling thread only. */
+ge_status ge_video_decode(const void *bytes, size_t len, const ge_video_limits *lim,
+                          ge_video *out, ge_err *err);
+void ge_video_free(ge_video *v); /* frees v's arrays and zeroes v; accepts NULL */
 
 /* ---- model ----------------------------------------------------------------------------- */
 

@@ -1,0 +1,131 @@
+/* avmem.c - FFmpeg's libavformat over a file held in memory, shared by audio_decode.c and
+ * video_decode.c (see avmem.h). */
+#include <pthread.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <string.h>
+
+#include <libavutil/log.h>
+
+#include "avmem.h"
+
+static _Thread_local char av_last[200]; /* FFmpeg's last error line on this thread */
+
+static void quiet(void *avcl, int level, const char *fmt, va_list vl)
+{
+    (void)avcl;
+    if (level > AV_LOG_ERROR)
+        return;
+    vsnprintf(av_last, sizeof av_last, fmt, vl);
+    size_t k = strlen(av_last);
+    while (k && (av_last[k - 1] == '\n' || av_last[k - 1] == '\r'))
+        av_last[--k] = 0;
+}
+
+static pthread_once_t once = PTHREAD_ONCE_INIT;
+static void setup(void) { av_log_set_callback(quiet); }
+
+void ge_av_quiet(void)
+{
+    pthread_once(&once, setup);
+    av_last[0] = 0;
+}
+
+const AVInputFormat *ge_av_probe(const uint8_t *p, size_t len, int *score)
+{
+    /* the probe wants zeroed padding after the data */
+    size_t np = len < ((size_t)1 << 20) ? len : (size_t)1 << 20;
+    *score = 0;
+    uint8_t *pb = av_mallocz(np + AVPROBE_PADDING_SIZE);
+    if (!pb)
+        return NULL;
+    memcpy(pb, p, np);
+    AVProbeData pd = {.filename = "", .buf = pb, .buf_size = (int)np};
+    const AVInputFormat *f = av_probe_input_format3(&pd, 1, score);
+    av_free(pb);
+    return f;
+}
+
+static int mem_read(void *u, uint8_t *buf, int size)
+{
+    ge_av_input *m = u;
+    size_t k = m->n - m->at;
+    if (k == 0)
+        return AVERROR_EOF;
+    if (size >= 0 && (size_t)size < k)
+        k = (size_t)size;
+    memcpy(buf, m->p + m->at, k);
+    m->at += k;
+    return (int)k;
+}
+
+static int64_t mem_seek(void *u, int64_t off, int whence)
+{
+    ge_av_input *m = u;
+    if (whence & AVSEEK_SIZE)
+        return (int64_t)m->n;
+    whence &= ~AVSEEK_FORCE;
+    int64_t base = whence == SEEK_SET ? 0 : whence == SEEK_CUR ? (int64_t)m->at : (int64_t)m->n;
+    if ((whence != SEEK_SET && whence != SEEK_CUR && whence != SEEK_END) || off < -base ||
+        off > (int64_t)m->n - base) /* 0 <= base <= n: neither side overflows */
+        return AVERROR(EINVAL);
+    m->at = (size_t)(base + off);
+    return (int64_t)m->at;
+}
+
+/* never let a demuxer open another file or URL */
+static int no_open(AVFormatContext *s, AVIOContext **pb, const char *url, int flags,
+                   AVDictionary **options)
+{
+    (void)s, (void)pb, (void)url, (void)flags, (void)options;
+    return AVERROR(EPERM);
+}
+
+int ge_av_open(ge_av_input *in, const uint8_t *p, size_t len, const AVInputFormat *ifmt)
+{
+    memset(in, 0, sizeof *in);
+    in->p = p;
+    in->n = len;
+    const int iosz = 1 << 16;
+    uint8_t *iobuf = av_malloc(iosz);
+    in->io = iobuf ? avio_alloc_context(iobuf, iosz, 0, in, mem_read, NULL, mem_seek) : NULL;
+    if (!in->io) {
+        av_free(iobuf);
+        return AVERROR(ENOMEM);
+    }
+    AVFormatContext *fc = avformat_alloc_context();
+    if (!fc) {
+        ge_av_close(in);
+        return AVERROR(ENOMEM);
+    }
+    fc->pb = in->io;
+    fc->flags |= AVFMT_FLAG_CUSTOM_IO;
+    fc->io_open = no_open;
+    int r = avformat_open_input(&fc, NULL, ifmt, NULL); /* frees fc on failure */
+    if (r < 0) {
+        ge_av_close(in);
+        return r;
+    }
+    in->fc = fc;
+    return 0;
+}
+
+void ge_av_close(ge_av_input *in)
+{
+    avformat_close_input(&in->fc);
+    if (in->io) {
+        av_freep(&in->io->buffer);
+        avio_context_free(&in->io);
+    }
+}
+
+const char *ge_av_why(char *buf, size_t n, int ret)
+{
+    char e[AV_ERROR_MAX_STRING_SIZE];
+    av_strerror(ret, e, sizeof e);
+    if (av_last[0])
+        snprintf(buf, n, "%s; FFmpeg: %s", e, av_last);
+    else
+        snprintf(buf, n, "%s", e);
+    return buf;
+}
