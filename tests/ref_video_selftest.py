@@ -20,7 +20,9 @@ usage: tests/ref_video_selftest.py
   before any tower runs;
 - one clip made by tools/ref/mkvideo (0.5 s, 1280x720): twice the same bytes; the packet scan
   (13 frames, D = 0.52 s, F = 25); the ffmpeg command's frame 0 equals the same frame written
-  as a PNG by a second ffmpeg route (-frames:v 1, image2) and read with PIL.
+  as a PNG by a second ffmpeg route (-frames:v 1, image2) and read with PIL;
+- against tools/ref/video.py (the engine side's reference for tests/test_video.sh, written
+  separately): the same indices on a seeded sweep, the same metadata and frames.
 
 Prints "PASS: name" / "FAIL: name: detail" per check, then "N passed, N failed"; exits 1 on
 any failure (a missing ffmpeg/ffprobe is a failure).
@@ -368,6 +370,31 @@ def _():
     d = [int(np.abs(got[k].astype(int) - outs[k]).max()) for k in range(2)]
     return (d == [0, 0] and not np.array_equal(got[0], got[1]),
             "max differences %s" % d)
+
+
+@check("videoref.py against the engine side's tools/ref/video.py (written separately): "
+       "the same indices on 1500 seeded cases, the same metadata and frames of the clip")
+def _():
+    path = os.path.join(ROOT, "tools", "ref", "video.py")
+    if not os.path.exists(path):
+        return False, "tools/ref/video.py missing"
+    from importlib.machinery import SourceFileLoader
+    other = SourceFileLoader("engine_side_video", path).load_module()
+    rng = random.Random(7)
+    bad = []
+    for _ in range(1500):
+        F = rng.choice([23.976, 25.0, 29.97, 30000 / 1001, 59.94, 12.5])
+        total = rng.randint(1, 6000)
+        a = (total / F, F, total, rng.choice([1.0, 2.0, 0.25, 0.3]), rng.choice([1, 8, 32, 64]))
+        if [int(x) for x in V.sample_frames(*a)] != [int(x) for x in other.sample_frames(*a)]:
+            bad.append(a)
+    p = os.path.join(TMP, "a", CLIP)
+    m1, m2 = V.probe(p), other.probe(p)
+    keys = ("frames", "duration", "fps", "width", "height")
+    meta_ok = all(m1[k] == m2[k] for k in keys)
+    frames_ok = np.array_equal(V.extract_rgb(p, [0, 7]), other.extract_rgb(p, [0, 7]))
+    return (not bad and meta_ok and frames_ok, "%d index mismatches (first %s); metadata %s "
+            "vs %s; frames equal: %s" % (len(bad), bad[:1], m1, m2, frames_ok))
 
 
 shutil.rmtree(TMP, ignore_errors=True)

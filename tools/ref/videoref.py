@@ -3,10 +3,10 @@
 the ffmpeg command, per-video preprocessing, timestamps and the frame-block layout.
 
 Written for the goldens (tools/ref/mkgolden --only video) from SPEC.md and the Hugging Face
-code it cites, independently of engine/video_decode.c. The `video` branch has its own
-tools/ref/video.py (for tests/test_video.sh); this file keeps the same names and semantics for
-the functions they share (sample_frames, timestamps, timestamp_prefix, probe, extract_rgb) but
-is a separate implementation, so the two can check one another.
+code it cites, independently of engine/video_decode.c. tools/ref/video.py is the engine side's
+reference (tests/test_video.sh); this file keeps the same names and semantics for the
+functions they share (sample_frames, timestamps, timestamp_prefix, probe, extract_rgb) but is a
+separate implementation, so the two check one another (tests/ref_video_selftest.py).
 
   sample_frames(duration, src_fps, total, fps=1, max_frames=32, overflow="uniform")
         SPEC.md 7 (HF EmbeddingGemma2VideoProcessor.sample_frames): numpy int64 indices.
