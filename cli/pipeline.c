@@ -552,8 +552,23 @@ static void decode_record(pipe_t *P, slot *s, ge_tokens *toks)
     free(parts), free(ts);
     const char *code = NULL;
     if (!st && toks->n > P->max_tokens && !P->o->tokenize) {
-        st = ge_fail(&e, GE_E_LIMIT, "too long: %zu tokens with the media, the limit is %zu "
-                     "(--truncate does not cut records with media)", toks->n, P->max_tokens);
+        /* the plan's counts, before any tower runs */
+        char what[256] = "";
+        size_t at = 0;
+        for (size_t i = 0; i < s->n_items && at < sizeof what - 64; i++) {
+            const item *it = &s->items[i];
+            if (it->kind == GE_ITEM_VIDEO)
+                at += (size_t)snprintf(what + at, sizeof what - at, "%s%s item %zu: %d frames "
+                                       "x %d", at ? ", " : "; ", ITEM_NAME[it->kind], i + 1,
+                                       it->n_frames, it->n_soft + 2);
+            else if (it->kind != GE_ITEM_TEXT)
+                at += (size_t)snprintf(what + at, sizeof what - at, "%s%s item %zu: %d",
+                                       at ? ", " : "; ", ITEM_NAME[it->kind], i + 1,
+                                       it->n_soft + 2);
+        }
+        st = ge_fail(&e, GE_E_LIMIT, "too long: %zu tokens with the media%s; the limit is %zu "
+                     "(--truncate does not cut records with media)", toks->n, what,
+                     P->max_tokens);
         code = "too_long";
     }
     if (!st) {

@@ -260,7 +260,7 @@ want = [("img.png", "unsupported", "(img.png): images need a vision tower: give 
         ("photo.dat", "unsupported", "(photo.dat): images need a vision tower: give --mmproj"),
         ("sound.wav", "unsupported", "(sound.wav): audio needs an audio tower: give --mmproj"),
         ("song.flac", "unsupported", "(song.flac): audio needs an audio tower: give --mmproj"),
-        ("clip.mp4", "unsupported", "clip.mp4: video input is not available yet"),
+        ("clip.mp4", "unsupported", "(clip.mp4): video needs a vision tower: give --mmproj"),
         ("notes.txt", "bad_record", "notes.txt: not a media file"),
         ("missing.png", "io", "missing.png: No such file or directory")]
 assert len(got) == len(want), len(got)
