@@ -182,22 +182,7 @@ static ge_status bind_conv(ge_audio_tower *t, const char *name, int c_in, int c_
 static ge_status bind_tower(ge_audio_tower *t, int text_hidden, ge_err *err)
 {
     const ge_gguf *g = t->gguf;
-    ge_gguf_str s;
-    ge_status st = ge_gguf_get_str(g, "general.architecture", &s, err);
-    if (!st && !ge_gguf_str_eq(s, "clip"))
-        st = ge_fail(err, GE_E_UNSUPPORTED, "%s: architecture \"%.*s\" is not an mmproj "
-                     "(expected \"clip\")", g->path, (int)(s.len > 64 ? 64 : s.len), s.ptr);
-    bool has = false;
-    if (!st)
-        st = ge_gguf_get_bool_or(g, "clip.has_audio_encoder", false, &has, err);
-    if (!st && !has)
-        st = ge_fail(err, GE_E_UNSUPPORTED, "%s: the mmproj has " GE_NO_AUDIO_ENCODER
-                     " (clip.has_audio_encoder)", g->path);
-    if (!st)
-        st = ge_gguf_get_str(g, "clip.audio.projector_type", &s, err);
-    if (!st && !ge_gguf_str_eq(s, "gemma4a"))
-        st = ge_fail(err, GE_E_UNSUPPORTED, "%s: audio projector \"%.*s\" is not supported "
-                     "(expected \"gemma4a\")", g->path, (int)(s.len > 64 ? 64 : s.len), s.ptr);
+    ge_status st = ge_mmproj_check(g, "audio", "gemma4a", GE_NO_AUDIO_ENCODER, err);
     const int big = 1 << 16;
     if (!st)
         st = ge_gguf_get_int_in(g, "clip.audio.embedding_length", 1, big, &t->D, err);

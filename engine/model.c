@@ -387,6 +387,32 @@ ge_status ge_model_row_scratch(ge_model *m, int64_t n, ge_err *err)
     return GE_OK;
 }
 
+ge_status ge_mmproj_check(const ge_gguf *g, const char *tower, const char *projector,
+                          const char *no_encoder, ge_err *err)
+{
+    ge_gguf_str s;
+    char key[64];
+    ge_status st = ge_gguf_get_str(g, "general.architecture", &s, err);
+    if (!st && !ge_gguf_str_eq(s, "clip"))
+        st = ge_fail(err, GE_E_UNSUPPORTED, "%s: architecture \"%.*s\" is not an mmproj "
+                     "(expected \"clip\")", g->path, (int)(s.len > 64 ? 64 : s.len), s.ptr);
+    bool has = false;
+    snprintf(key, sizeof key, "clip.has_%s_encoder", tower);
+    if (!st)
+        st = ge_gguf_get_bool_or(g, key, false, &has, err);
+    if (!st && !has)
+        st = ge_fail(err, GE_E_UNSUPPORTED, "%s: the mmproj has %s (%s)", g->path, no_encoder,
+                     key);
+    snprintf(key, sizeof key, "clip.%s.projector_type", tower);
+    if (!st)
+        st = ge_gguf_get_str(g, key, &s, err);
+    if (!st && !ge_gguf_str_eq(s, projector))
+        st = ge_fail(err, GE_E_UNSUPPORTED, "%s: %s projector \"%.*s\" is not supported "
+                     "(expected \"%s\")", g->path, tower, (int)(s.len > 64 ? 64 : s.len),
+                     s.ptr, projector);
+    return st;
+}
+
 /* "this file has no such tower": passed over when another file may have it */
 static bool no_encoder(const ge_err *e, bool audio)
 {

@@ -127,6 +127,12 @@ void ge_attention_with(ge_model *m, const ge_attn_args *a, int64_t n_tok, bool f
  * depend on the thread count. */
 void ge_attention_dense(ge_model *m, const ge_attn_args *a, int64_t n_tok, bool fast);
 
+/* An mmproj's header for one tower ("vision" or "audio"): architecture "clip",
+ * clip.has_<tower>_encoder (else GE_E_UNSUPPORTED with no_encoder in the message) and
+ * clip.<tower>.projector_type == projector. */
+ge_status ge_mmproj_check(const ge_gguf *g, const char *tower, const char *projector,
+                          const char *no_encoder, ge_err *err);
+
 /* ---- vision.c: the gemma4v tower of an mmproj file ---------------------------------------- */
 
 /* Open and bind an mmproj's vision tower; its projection must give text_hidden values. Only

@@ -87,22 +87,7 @@ static ge_status bind_layer(const ge_vision *v, int i, vlayer *l, ge_err *err)
 static ge_status bind_vision(ge_vision *v, int text_hidden, ge_err *err)
 {
     const ge_gguf *g = v->gguf;
-    ge_gguf_str s;
-    ge_status st = ge_gguf_get_str(g, "general.architecture", &s, err);
-    if (!st && !ge_gguf_str_eq(s, "clip"))
-        st = ge_fail(err, GE_E_UNSUPPORTED, "%s: architecture \"%.*s\" is not an mmproj "
-                     "(expected \"clip\")", g->path, (int)(s.len > 64 ? 64 : s.len), s.ptr);
-    bool has = false;
-    if (!st)
-        st = ge_gguf_get_bool_or(g, "clip.has_vision_encoder", false, &has, err);
-    if (!st && !has)
-        st = ge_fail(err, GE_E_UNSUPPORTED, "%s: the mmproj has " GE_NO_VISION_ENCODER
-                     " (clip.has_vision_encoder)", g->path);
-    if (!st)
-        st = ge_gguf_get_str(g, "clip.vision.projector_type", &s, err);
-    if (!st && !ge_gguf_str_eq(s, "gemma4v"))
-        st = ge_fail(err, GE_E_UNSUPPORTED, "%s: vision projector \"%.*s\" is not supported "
-                     "(expected \"gemma4v\")", g->path, (int)(s.len > 64 ? 64 : s.len), s.ptr);
+    ge_status st = ge_mmproj_check(g, "vision", "gemma4v", GE_NO_VISION_ENCODER, err);
     const int big = 1 << 16;
     if (!st)
         st = ge_gguf_get_int_in(g, "clip.vision.embedding_length", 1, big, &v->D, err);
