@@ -64,7 +64,7 @@ CODECS = [("mid-7.3s.flac", ["sox", CODEC_CLIP, "mid-7.3s.flac"], True),
                             "-c:a", "libmp3lame", "-b:a", "64k", "mid-7.3s.mp3"], False)]
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from selfcheck import report as report_any, sha256  # noqa: E402
+from selfcheck import cosine, report as report_any, run_jsonl, sha256  # noqa: E402
 from selfcheck import finish as finish_script  # noqa: E402
 
 
@@ -76,37 +76,9 @@ def finish():
     finish_script("audio_golden_check")
 
 
-def cosine(a, b):
-    na = math.sqrt(sum(x * x for x in a))
-    nb = math.sqrt(sum(x * x for x in b))
-    if na == 0 or nb == 0:
-        return float("nan")
-    return sum(x * y for x, y in zip(a, b)) / (na * nb)
-
-
 def run(cmd, expect_errors):
-    """Run the binary in ROOT (image paths are relative to it); exit 0 wanted, or 1 when the
-    input holds error records. Returns (dict id -> output record, error string or None)."""
-    try:
-        p = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, cwd=ROOT,
-                           timeout=TIMEOUT, stdin=subprocess.DEVNULL)
-    except (OSError, subprocess.TimeoutExpired) as e:
-        return None, "%s: %s" % (type(e).__name__, e)
-    if p.returncode != (1 if expect_errors else 0):
-        return None, "exit %d (want %d); stderr: %s" % (
-            p.returncode, 1 if expect_errors else 0,
-            p.stderr.decode("utf-8", "replace")[-400:].strip())
-    out = {}
-    for n, line in enumerate(p.stdout.decode("utf-8").splitlines(), 1):
-        try:
-            o = json.loads(line)
-        except ValueError as e:
-            return None, "stdout line %d is not JSON (%s): %.80s" % (n, e, line)
-        if not isinstance(o, dict) or "id" not in o or o["id"] in out:
-            return None, "stdout line %d: no id or a repeated id: %.80s" % (n, line)
-        out[o["id"]] = o
-    return out, None
-
+    """The binary's records by id (run in ROOT: the records' image paths are relative)."""
+    return run_jsonl(cmd, ROOT, TIMEOUT, expect_errors)
 
 def expand(template, clip_dir):
     """The golden's input template with "{AUDIO}" the clip directory and "{B64:CLIP}" the

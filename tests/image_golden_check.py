@@ -39,7 +39,6 @@ import json
 import math
 import os
 import shutil
-import subprocess
 import sys
 import tempfile
 import time
@@ -53,7 +52,7 @@ NORM_TOL = 1e-4
 TIMEOUT = 600
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from selfcheck import report as report_any, sha256  # noqa: E402
+from selfcheck import cosine, report as report_any, run_jsonl, sha256  # noqa: E402
 from selfcheck import finish as finish_script  # noqa: E402
 
 
@@ -65,36 +64,9 @@ def finish():
     finish_script("image_golden_check")
 
 
-def cosine(a, b):
-    na = math.sqrt(sum(x * x for x in a))
-    nb = math.sqrt(sum(x * x for x in b))
-    if na == 0 or nb == 0:
-        return float("nan")
-    return sum(x * y for x, y in zip(a, b)) / (na * nb)
-
-
 def run(cmd):
-    """Run the binary (in ROOT: the records' image paths are relative to it); returns
-    (dict id -> output record, error string or None)."""
-    try:
-        p = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, cwd=ROOT,
-                           timeout=TIMEOUT, stdin=subprocess.DEVNULL)
-    except (OSError, subprocess.TimeoutExpired) as e:
-        return None, "%s: %s" % (type(e).__name__, e)
-    if p.returncode != 0:
-        return None, "exit %d; stderr: %s" % (
-            p.returncode, p.stderr.decode("utf-8", "replace")[-400:].strip())
-    out = {}
-    for n, line in enumerate(p.stdout.decode("utf-8").splitlines(), 1):
-        try:
-            o = json.loads(line)
-        except ValueError as e:
-            return None, "stdout line %d is not JSON (%s): %.80s" % (n, e, line)
-        if not isinstance(o, dict) or "id" not in o or o["id"] in out:
-            return None, "stdout line %d: no id or a repeated id: %.80s" % (n, line)
-        out[o["id"]] = o
-    return out, None
-
+    """The binary's records by id (run in ROOT: the records' image paths are relative)."""
+    return run_jsonl(cmd, ROOT, TIMEOUT)
 
 def soft_counts(ids, marks):
     """The soft-token count of each image block <|image> <|image|> x N <image|> in ids."""

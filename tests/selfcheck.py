@@ -1,8 +1,12 @@
 """tests/selfcheck.py - the check harness of the Python checks (ref_selftest.py,
-ref_vision_selftest.py, ref_audio_selftest.py, golden_check.py, image_golden_check.py):
-"PASS: name" / "FAIL: name: detail" / "SKIP: name: why" lines, as tests/run counts them, and
-the totals for the script's exit status."""
+ref_vision_selftest.py, ref_audio_selftest.py, golden_check.py, the image, audio and video
+golden checks): "PASS: name" / "FAIL: name: detail" / "SKIP: name: why" lines, as tests/run
+counts them, and the totals for the script's exit status; and what the golden checks share:
+cosine() and run_jsonl(), the binary's JSONL records by id."""
 import hashlib
+import json
+import math
+import subprocess
 import sys
 import traceback
 
@@ -55,3 +59,36 @@ def sha256(path):
         for chunk in iter(lambda: f.read(1 << 20), b""):
             h.update(chunk)
     return h.hexdigest()
+
+
+def cosine(a, b):
+    na = math.sqrt(sum(x * x for x in a))
+    nb = math.sqrt(sum(x * x for x in b))
+    if na == 0 or nb == 0:
+        return float("nan")
+    return sum(x * y for x, y in zip(a, b)) / (na * nb)
+
+
+def run_jsonl(cmd, cwd, timeout, expect_errors=False):
+    """Run cmd in cwd; exit 0 wanted, or 1 when the input holds error records. Returns
+    (dict id -> output record, error string or None)."""
+    try:
+        p = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, cwd=cwd,
+                           timeout=timeout, stdin=subprocess.DEVNULL)
+    except (OSError, subprocess.TimeoutExpired) as e:
+        return None, "%s: %s" % (type(e).__name__, e)
+    out = {}
+    for n, line in enumerate(p.stdout.decode("utf-8", "replace").splitlines(), 1):
+        try:
+            o = json.loads(line)
+        except ValueError as e:
+            return None, "stdout line %d is not JSON (%s): %.80s" % (n, e, line)
+        if not isinstance(o, dict) or "id" not in o or o["id"] in out:
+            return None, "stdout line %d: no id or a repeated id: %.80s" % (n, line)
+        out[o["id"]] = o
+    if p.returncode != (1 if expect_errors else 0):
+        errs = [o for o in out.values() if isinstance(o.get("error"), dict)]
+        return None, "exit %d (want %d); first error record: %.300s; stderr: %s" % (
+            p.returncode, 1 if expect_errors else 0, json.dumps(errs[0]) if errs else "none",
+            p.stderr.decode("utf-8", "replace")[-300:].strip())
+    return out, None

@@ -59,7 +59,7 @@ NORM_TOL = 1e-4
 TIMEOUT = 900
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from selfcheck import report as report_any, sha256  # noqa: E402
+from selfcheck import cosine, report as report_any, run_jsonl, sha256  # noqa: E402
 from selfcheck import finish as finish_script  # noqa: E402
 
 
@@ -71,42 +71,9 @@ def finish():
     finish_script("video_golden_check")
 
 
-def cosine(a, b):
-    na = math.sqrt(sum(x * x for x in a))
-    nb = math.sqrt(sum(x * x for x in b))
-    if na == 0 or nb == 0:
-        return float("nan")
-    return sum(x * y for x, y in zip(a, b)) / (na * nb)
-
-
 def run(cmd, expect_errors, cwd=ROOT):
-    """Run the binary (image paths are relative to ROOT); exit 0 wanted, or 1 when the input
-    holds error records. Returns (dict id -> output record, error string or None)."""
-    try:
-        p = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, cwd=cwd,
-                           timeout=TIMEOUT, stdin=subprocess.DEVNULL)
-    except (OSError, subprocess.TimeoutExpired) as e:
-        return None, "%s: %s" % (type(e).__name__, e)
-    out = {}
-    for n, line in enumerate(p.stdout.decode("utf-8", "replace").splitlines(), 1):
-        try:
-            o = json.loads(line)
-        except ValueError as e:
-            return None, "stdout line %d is not JSON (%s): %.80s" % (n, e, line)
-        if not isinstance(o, dict) or "id" not in o or o["id"] in out:
-            return None, "stdout line %d: no id or a repeated id: %.80s" % (n, line)
-        out[o["id"]] = o
-    if p.returncode != (1 if expect_errors else 0):
-        errs = [o for o in out.values() if isinstance(o.get("error"), dict)]
-        hint = ""
-        if any("video" in str(o["error"].get("message", "")) for o in errs):
-            hint = " (video records fail: has the CLI's video support (issue 8) landed?)"
-        return None, "exit %d (want %d)%s; first error record: %.300s; stderr: %s" % (
-            p.returncode, 1 if expect_errors else 0, hint,
-            json.dumps(errs[0]) if errs else "none",
-            p.stderr.decode("utf-8", "replace")[-300:].strip())
-    return out, None
-
+    """The binary's records by id (image paths are relative to ROOT)."""
+    return run_jsonl(cmd, cwd, TIMEOUT, expect_errors)
 
 def expand(template, video_dir, audio_dir):
     """The golden's input template with "{VIDEO}" and "{AUDIO}" the clip directories (on the
