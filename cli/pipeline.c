@@ -442,16 +442,8 @@ static ge_status decode_audio(pipe_t *P, item *it, const char *bytes, size_t len
     ge_status st = ge_audio_decode(bytes, len, &lim, &a, err);
     if (st)
         return st;
-    int64_t soft = ge_model_audio_tokens(P->c->model, a.n);
-    if (soft <= 0) { /* no empty audio block: name the shortest clip that would do */
-        int64_t need = a.n + 1;
-        while (need < GE_AUDIO_RATE && ge_model_audio_tokens(P->c->model, need) <= 0)
-            need++;
-        st = ge_fail(err, GE_E_INPUT, "too short: %lld samples (%.0f ms) gives no complete "
-                     "10 ms frame (needs at least %lld samples at 16 kHz)", (long long)a.n,
-                     (double)a.n * 1000.0 / GE_AUDIO_RATE, (long long)need);
-    } else {
-        it->n_soft = (int)soft; /* at most GE_AUDIO_SECONDS_CAP * 25 */
+    if (!(st = ge_model_audio_check(P->c->model, a.n, err))) { /* no empty audio block */
+        it->n_soft = (int)ge_model_audio_tokens(P->c->model, a.n); /* <= 3600 s x 25 */
         it->n_frames = 1;
         if (!P->o->tokenize) /* --tokenize needs only the count */
             it->pcm = a.pcm, it->n_pcm = a.n, a.pcm = NULL;

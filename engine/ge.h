@@ -432,6 +432,9 @@ ge_status ge_model_audio_features(ge_model *m, const float *pcm, int64_t n, floa
  * is too short for one valid frame (officially under 161 samples, about 10 ms): such a clip
  * is an error record, not an empty audio block. */
 int64_t ge_model_audio_tokens(const ge_model *m, int64_t n);
+/* GE_OK when a clip of n samples gives at least one soft token, else GE_E_INPUT "too short"
+ * naming the shortest clip that would (under the model's --semantics). */
+ge_status ge_model_audio_check(const ge_model *m, int64_t n, ge_err *err);
 /* Soft tokens of one clip pcm[0..n) (16 kHz mono, already cut to --audio-max-seconds): the
  * front end on the pool, then the audio tower of the first mmproj that has one (--media-fast:
  * the fast path, else the reference), with the --yield hook between its layers. rows gets

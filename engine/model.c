@@ -518,19 +518,29 @@ int64_t ge_model_audio_tokens(const ge_model *m, int64_t n)
     return (valid + 3) / 4;
 }
 
+ge_status ge_model_audio_check(const ge_model *m, int64_t n, ge_err *err)
+{
+    if (ge_model_audio_tokens(m, n) > 0)
+        return GE_OK;
+    /* name the shortest clip that would do (161 samples officially, 2 under llamacpp) */
+    int64_t need = n > 0 ? n + 1 : 1;
+    while (need < GE_AUDIO_RATE && ge_model_audio_tokens(m, need) <= 0)
+        need++;
+    return ge_fail(err, GE_E_INPUT, "too short: %lld samples (%.0f ms) gives no complete 10 ms "
+                   "frame (needs at least %lld samples at 16 kHz)", (long long)n,
+                   (double)n * 1000.0 / GE_AUDIO_RATE, (long long)need);
+}
+
 ge_status ge_model_encode_audio(ge_model *m, const float *pcm, int64_t n, float *rows,
                                 ge_err *err)
 {
     ge_status st = media_tower(m, true, err);
+    if (!st)
+        st = ge_model_audio_check(m, n, err);
     if (st)
         return st;
-    const ge_semantics sem = (ge_semantics)m->cfg.v[GE_CFG_SEMANTICS];
     int64_t valid = 0;
-    const int64_t frames = ge_audio_frames(n, sem, &valid);
-    if (valid <= 0)
-        return ge_fail(err, GE_E_INPUT, "too short: %lld samples (%.1f ms at 16 kHz) give no "
-                       "complete 10 ms frame (at least %d samples are needed)", (long long)n,
-                       1e3 * (double)n / GE_AUDIO_RATE, GE_AUDIO_HOP + 1);
+    const int64_t frames = ge_audio_frames(n, (ge_semantics)m->cfg.v[GE_CFG_SEMANTICS], &valid);
     double t0 = ge_now(), y0 = m->yield_seconds;
     float *feat = malloc((size_t)frames * GE_AUDIO_MEL * sizeof *feat);
     if (!feat)
