@@ -204,8 +204,8 @@ static void ew_task(void *ctx, int64_t task, int worker)
                                  b->ple + (size_t)t * P, P, GE_GELU_TANH, NULL);
         break;
     case EW_ADD: /* x += a */
-        for (size_t i = (size_t)t0 * H; i < (size_t)t1 * H; i++)
-            b->x[i] += b->a[i];
+        j->m->kern->axpy(b->x + (size_t)t0 * H, b->a + (size_t)t0 * H, (int64_t)(t1 - t0) * H,
+                         1.0f);
         break;
     case EW_ADD_SCALE: /* x = (x + a) * layer_output_scale */
         for (size_t i = (size_t)t0 * H; i < (size_t)t1 * H; i++)

@@ -278,12 +278,6 @@ typedef struct {
     ge_act gelu;
 } pass_job;
 
-static void add_rows(float *x, const float *a, size_t n)
-{
-    for (size_t i = 0; i < n; i++)
-        x[i] += a[i];
-}
-
 static void pass_task(void *ctx, int64_t task, int worker)
 {
     (void)worker;
@@ -300,7 +294,7 @@ static void pass_task(void *ctx, int64_t task, int worker)
         const bool attn = j->kind == PASS_POST_ATTN;
         float *branch = attn ? w->q : w->a; /* the attention's or the MLP's output */
         k->rmsnorm(branch + off, t1 - t0, D, attn ? j->cur->attn_post : j->cur->ffn_post, v->eps);
-        add_rows(w->x + off, branch + off, len);
+        k->axpy(w->x + off, branch + off, (int64_t)len, 1.0f);
         const float *next = attn ? j->cur->ln2 : j->next ? j->next->ln1 : NULL;
         if (next) {
             memcpy(w->a + off, w->x + off, len * sizeof *w->a);
