@@ -223,8 +223,8 @@ static bool bench_images(ge_model *m, int reps, image_case *cases, int *n_cases,
 
 /* A synthetic clip per duration (PRODUCT.md 6: 1, 10, 30 s; two gliding tones over noise, the
  * same samples every run), encoded reps times: seconds per clip, seconds of audio per second
- * and the tower's GMAC/s. An mmproj without an audio tower (or a tower that is not there yet)
- * gives no audio cases and is not a failure; another error is printed and returns false. */
+ * and the tower's GMAC/s. An mmproj without an audio tower gives no audio cases and is not
+ * a failure; another error is printed and returns false. */
 typedef struct {
     double duration;
     int64_t samples;

@@ -478,7 +478,7 @@ static void row_pass(pass_job *j, pass_kind kind, int64_t n)
         st->macs[op] += 2.0 * (double)n * CONTEXT * j->t->D;
 }
 
-static ge_status load_vecs(const ge_audio_tower *t, const alayer *l, vecs *v, float *buf)
+static void load_vecs(const ge_audio_tower *t, const alayer *l, vecs *v, float *buf)
 {
     const size_t D = (size_t)t->D;
     float **dst[] = {&v->ffn_norm[0], &v->ffn_norm[1], &v->ffn_post[0], &v->ffn_post[1],
@@ -502,7 +502,6 @@ static ge_status load_vecs(const ge_audio_tower *t, const alayer *l, vecs *v, fl
     const double qs = 1.0 / sqrt((double)t->head_dim) / log(2.0);
     for (int e = 0; e < t->head_dim; e++)
         v->qs[e] = (float)qs * pds[e];
-    return GE_OK;
 }
 
 /* The relative keys of every layer on this path: R[d] = PE[d] W_rel^T, PE[d] = (sin(d tau_i),
