@@ -217,8 +217,8 @@ if mk:
     b = open(mk, "rb").read()
     open(mk, "wb").write(b[:len(b) * 2 // 3])
     expect(mk, "format: matroska: truncated", "a Matroska file cut at 2/3")
-# absurd dimensions: raw video in AVI with its BITMAPINFOHEADER size patched (more than about
-# 2^28 pixels FFmpeg refuses itself, av_image_check_size: a corrupt stream)
+# absurd dimensions: raw video in AVI with its BITMAPINFOHEADER size patched (sides over
+# 16384; the pixel limit is the images' 64 Mpx)
 for (w, h, what) in ((20000, 64, "20000x64"), (64, 16385, "64x16385")):
     big = make("big%d.avi" % w, "color", 0.2, "64x48", 5, "-c:v", "rawvideo", "-pix_fmt", "yuv420p")
     if big:
