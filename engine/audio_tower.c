@@ -308,7 +308,7 @@ ge_status ge_audio_tower_prepack(ge_model *m, const ge_audio_tower *t, ge_err *e
 /* ---- forward ------------------------------------------------------------------------------ */
 
 #define ROW_BLOCK 32  /* tokens per task of the row passes */
-#define CHUNK 1024    /* tokens per FFN / GLU GEMM pass: bounds the [tokens][hw] buffer */
+#define CHUNK 256     /* tokens per FFN / GLU GEMM pass: bounds the [tokens][hw] buffer (4 MB: stays in L3) */
 #define SUB_ROWS 16   /* sub-sampler output rows per chunk: bounds its patch buffers */
 
 typedef struct {
@@ -555,13 +555,13 @@ static ge_status reserve(ge_audio_tower *t, size_t n, ge_err *err)
     float **f[] = {&w->x, &w->a, &w->q, &w->k, &w->v};
     bool ok = true;
     for (size_t i = 0; i < sizeof f / sizeof f[0]; i++)
-        ok &= (*f[i] = malloc(n * D * sizeof **f[i])) != NULL;
-    ok &= (w->b = malloc(n * work_width(t) * sizeof *w->b)) != NULL;
-    ok &= (w->h = malloc(chunk * hw * sizeof *w->h)) != NULL;
+        ok &= (*f[i] = ge_floats(n * D)) != NULL;
+    ok &= (w->b = ge_floats(n * work_width(t))) != NULL;
+    ok &= (w->h = ge_floats(chunk * hw)) != NULL;
     /* the sub-sampler's chunk: layer-0 rows (with their patches) and layer-1 patches */
     const size_t r0 = 2 * SUB_ROWS + 1, m2 = (size_t)t->m2, m4 = (size_t)t->m4;
     const size_t sub = r0 * m2 * (9 + (size_t)t->c0) + SUB_ROWS * m4 * 9 * (size_t)t->c0;
-    ok &= (w->sub = malloc(sub * sizeof *w->sub)) != NULL;
+    ok &= (w->sub = ge_floats(sub)) != NULL;
     if (!ok) {
         work_free(w);
         return ge_fail(err, GE_E_NOMEM, "out of memory for a %zu-token clip", n);

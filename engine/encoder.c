@@ -81,14 +81,6 @@ static void free_buffers(buffers *b)
     memset(b, 0, sizeof *b);
 }
 
-/* 64-byte aligned (kernels store whole cache lines); not zeroed: every row of every buffer
- * is written before it is read, and zeroing a long wave's PLE buffer costs page faults. */
-static float *zalloc(size_t n)
-{
-    size_t bytes = (n * sizeof(float) + 63) / 64 * 64;
-    return aligned_alloc(64, bytes ? bytes : 64);
-}
-
 static ge_status alloc_buffers(buffers *b, const ge_model *m, int T)
 {
     const ge_hparams *hp = &m->hp;
@@ -103,17 +95,19 @@ static ge_status alloc_buffers(buffers *b, const ge_model *m, int T)
     size_t wlen = H > (size_t)hp->n_ple ? H : (size_t)hp->n_ple;
     wlen = wlen > (size_t)dmax ? wlen : (size_t)dmax;
     memset(b, 0, sizeof *b);
-    b->x = zalloc(t * H);
-    b->a = zalloc(t * wide);
-    b->q = zalloc(t * qd);
-    b->k = zalloc(t * kvmax);
-    b->v = zalloc(t * kvmax);
-    b->o = zalloc(t * qd);
-    b->g = zalloc(t * ff);
-    b->u = zalloc(t * ff);
-    b->e0 = zalloc(t * H);
-    b->ple = zalloc(t * hp->n_ple);
-    b->w = zalloc(wlen);
+    /* not zeroed: every row of every buffer is written before it is read, and zeroing a long
+     * wave's PLE buffer costs page faults */
+    b->x = ge_floats(t * H);
+    b->a = ge_floats(t * wide);
+    b->q = ge_floats(t * qd);
+    b->k = ge_floats(t * kvmax);
+    b->v = ge_floats(t * kvmax);
+    b->o = ge_floats(t * qd);
+    b->g = ge_floats(t * ff);
+    b->u = ge_floats(t * ff);
+    b->e0 = ge_floats(t * H);
+    b->ple = ge_floats(t * hp->n_ple);
+    b->w = ge_floats(wlen);
     b->pos = calloc(t, sizeof(int32_t));
     for (int i = 0; i < 2; i++)
         b->lo[i] = calloc(t, sizeof(int32_t)), b->hi[i] = calloc(t, sizeof(int32_t));

@@ -577,6 +577,12 @@ const char *ge_model_describe(const ge_model *m) { return m->describe; }
 const char *ge_model_tier(const ge_model *m) { return m->kern->name; }
 int ge_model_threads(const ge_model *m) { return m->threads; }
 
+float *ge_floats(size_t n)
+{
+    size_t bytes = (n * sizeof(float) + 63) / 64 * 64;
+    return aligned_alloc(64, bytes ? bytes : 64);
+}
+
 double ge_now(void)
 {
     struct timespec ts;

@@ -96,6 +96,9 @@ ge_status ge_model_row_scratch(ge_model *m, int64_t n, ge_err *err);
 
 /* Monotonic seconds, for the stats. */
 double ge_now(void);
+/* n floats, 64-byte aligned and not zeroed (free() them): the GEMM kernels store whole cache
+ * lines, which malloc's large blocks (16-byte aligned) would split. */
+float *ge_floats(size_t n);
 
 /* ---- linear.c: y = x W^T through the fastest enabled path -------------------------------- */
 

@@ -207,11 +207,11 @@ static ge_status reserve(ge_vision *v, size_t n, ge_err *err)
     float **f[] = {&w->x, &w->a, &w->q, &w->k, &w->v};
     for (size_t i = 0; i < sizeof f / sizeof f[0]; i++) {
         free(*f[i]);
-        *f[i] = malloc(n * D * sizeof **f[i]);
+        *f[i] = ge_floats(n * D);
     }
     free(w->g), free(w->u), free(w->lo), free(w->hi);
-    w->g = malloc(chunk * F * sizeof *w->g);
-    w->u = malloc(chunk * F * sizeof *w->u);
+    w->g = ge_floats(chunk * F);
+    w->u = ge_floats(chunk * F);
     w->lo = calloc(n, sizeof *w->lo);
     w->hi = malloc(n * sizeof *w->hi);
     w->cap = n;
