@@ -321,7 +321,7 @@ static ge_status linear(const path *P, const float *x, int n, const ge_tensor *w
                         ge_err *err)
 {
     const ge_linear_out o = {w, y};
-    return P->fast ? ge_linear_many(P->m, x, n, &o, 1, err)
+    return P->fast ? ge_linear_many_media(P->m, x, n, &o, 1, err)
                    : ge_linear_many_ref(P->m, x, n, &o, 1, err);
 }
 

@@ -36,6 +36,8 @@ static const ge_switch switches[] = {
      1 << 20, "N", "2048", "tokens per shared wave of short records (0: no packing)"},
     {GE_CFG_MEDIA_FAST, "media-fast", 0, "EI_GEMMA2_CPU_MEDIA_FAST", GE_SW_BOOL, 1, 0, 1, NULL,
      "on", "fast media towers (off: the reference towers)"},
+    {GE_CFG_MEDIA_Q8_WIDE, "media-q8-wide", 0, "EI_GEMMA2_CPU_MEDIA_Q8_WIDE", GE_SW_BOOL, 1, 0,
+     1, NULL, "on", "fast towers' Q8_0 GEMMs: one activation scale per 128 values"},
     {GE_CFG_YIELD, "yield", 0, "EI_GEMMA2_CPU_YIELD", GE_SW_BOOL, 1, 0, 1, NULL, "on",
      "let text waves run between media tower layers"},
     {GE_CFG_SEMANTICS, "semantics", 0, "EI_GEMMA2_SEMANTICS", GE_SW_CHOICE, GE_SEM_OFFICIAL, 0,

@@ -167,7 +167,8 @@ typedef struct {
         const ge_tensor *w;
         float *y;
         const ge_kern *k; /* NULL: reference */
-        int kind;
+        int kind;         /* PACK_Q8 / PACK_SG */
+        bool wide;        /* PACK_Q8 by q8_gemm_wide */
         const void *packed;
         int64_t rows_per_task, n_rb;
     } o[MAX_OUTS];
@@ -207,7 +208,8 @@ static void gemm_task(void *ctx, int64_t task, int worker)
         ref_rows(w, j->x, t0, t1, r0, r1, j->o[i].y,
                  j->m->row_scratch + (size_t)worker * j->m->row_scratch_len);
     else if (j->o[i].kind == PACK_Q8)
-        k->q8_gemm(j->o[i].packed, w->ne1, w->ne0, j->act, t0, t1, r0, r1, j->o[i].y, w->ne1);
+        (j->o[i].wide ? k->q8_gemm_wide : k->q8_gemm)(j->o[i].packed, w->ne1, w->ne0, j->act, t0,
+                                                      t1, r0, r1, j->o[i].y, w->ne1);
     else
         k->sgemm(w->type, j->o[i].packed, w->ne1, w->ne0, j->x, w->ne0, t0, t1, r0, r1,
                  j->o[i].y, w->ne1);
@@ -228,7 +230,7 @@ static void quant_task(void *ctx, int64_t i, int worker)
 }
 
 static ge_status quantize(ge_model *m, const ge_kern *k, const float *x, int n_tok,
-                          int64_t cols, ge_q8_act **out, ge_err *err)
+                          int64_t cols, int span, ge_q8_act **out, ge_err *err)
 {
     ge_packed_cache *c = cache_of(m);
     size_t nq = (size_t)n_tok * (size_t)cols, nd = nq / 32;
@@ -250,6 +252,7 @@ static ge_status quantize(ge_model *m, const ge_kern *k, const float *x, int n_t
         return ge_fail(err, GE_E_NOMEM, "out of memory for %d quantised tokens", n_tok);
     c->act.n_tok = n_tok;
     c->act.cols = cols;
+    c->act.span = span;
     quant_job q = {k, x, cols, n_tok, &c->act};
     double t0 = ge_now();
     ge_parallel(m, (n_tok + TOKEN_BLOCK - 1) / TOKEN_BLOCK, 0, quant_task, &q);
@@ -259,12 +262,15 @@ static ge_status quantize(ge_model *m, const ge_kern *k, const float *x, int n_t
     return GE_OK;
 }
 
+/* fast: the kernels (else the reference row dots); wide: Q8_0 weights by q8_gemm_wide where
+ * the tier has it and the inputs come in whole spans */
 static ge_status linear_many(ge_model *m, const float *x, int n_tok, const ge_linear_out *outs,
-                             int n_outs, bool fast, ge_err *err)
+                             int n_outs, bool fast, bool wide, ge_err *err)
 {
     gemm_job j = {.m = m, .x = x, .n_tok = n_tok, .n = n_outs};
     j.n_tb = (n_tok + TOKEN_BLOCK - 1) / TOKEN_BLOCK;
     const ge_kern *qk = NULL;
+    bool q8_wide = false;
     j.first_task[0] = 0;
     if (n_outs < 1 || n_outs > MAX_OUTS)
         return ge_fail(err, GE_E_INTERNAL, "ge_linear_many: %d outputs", n_outs);
@@ -282,6 +288,11 @@ static ge_status linear_many(ge_model *m, const float *x, int n_tok, const ge_li
             /* the reference row dots */
         } else if (w->type == GE_T_Q8_0 && (k = q8_kernels(m, n_tok))) {
             j.o[i].k = k, j.o[i].kind = PACK_Q8, group = k->q8_row_group;
+            /* all outputs share one quantisation: wide for all or for none */
+            j.o[i].wide = wide && k->q8_gemm_wide && w->ne0 % (32 * GE_Q8_WIDE) == 0;
+            if (qk && j.o[i].wide != q8_wide)
+                return ge_fail(err, GE_E_INTERNAL, "ge_linear_many: mixed Q8 rules");
+            q8_wide = j.o[i].wide;
             qk = k;
         } else if ((k = sg_kernels(m, w->type))) {
             j.o[i].k = k, j.o[i].kind = PACK_SG, group = k->sg_panel;
@@ -296,7 +307,8 @@ static ge_status linear_many(ge_model *m, const float *x, int n_tok, const ge_li
     }
     if (qk) {
         ge_q8_act *act = NULL;
-        ge_status st = quantize(m, qk, x, n_tok, outs[0].w->ne0, &act, err);
+        ge_status st = quantize(m, qk, x, n_tok, outs[0].w->ne0,
+                                q8_wide ? GE_Q8_WIDE : 1, &act, err);
         if (st)
             return st;
         j.act = act;
@@ -314,13 +326,19 @@ static ge_status linear_many(ge_model *m, const float *x, int n_tok, const ge_li
 ge_status ge_linear_many(ge_model *m, const float *x, int n_tok, const ge_linear_out *outs,
                          int n_outs, ge_err *err)
 {
-    return linear_many(m, x, n_tok, outs, n_outs, true, err);
+    return linear_many(m, x, n_tok, outs, n_outs, true, false, err);
+}
+
+ge_status ge_linear_many_media(ge_model *m, const float *x, int n_tok, const ge_linear_out *outs,
+                               int n_outs, ge_err *err)
+{
+    return linear_many(m, x, n_tok, outs, n_outs, true, m->cfg.v[GE_CFG_MEDIA_Q8_WIDE], err);
 }
 
 ge_status ge_linear_many_ref(ge_model *m, const float *x, int n_tok, const ge_linear_out *outs,
                              int n_outs, ge_err *err)
 {
-    return linear_many(m, x, n_tok, outs, n_outs, false, err);
+    return linear_many(m, x, n_tok, outs, n_outs, false, false, err);
 }
 
 ge_status ge_linear_prepack(ge_model *m, const ge_tensor *const *ts, size_t n, ge_err *err)

@@ -110,6 +110,10 @@ typedef struct {
 /* y_i = x W_i^T for several weights sharing the input x [n_tok, ne0] (quantised once). */
 ge_status ge_linear_many(ge_model *m, const float *x, int n_tok, const ge_linear_out *outs,
                          int n_outs, ge_err *err);
+/* The media towers' fast path: as ge_linear_many, with Q8_0 weights by the wide rule
+ * (kern.h q8_gemm_wide) when --media-q8-wide is on and the tier has it. */
+ge_status ge_linear_many_media(ge_model *m, const float *x, int n_tok, const ge_linear_out *outs,
+                               int n_outs, ge_err *err);
 /* The same through the reference path only (fp32 row dots): the media towers' reference. */
 ge_status ge_linear_many_ref(ge_model *m, const float *x, int n_tok, const ge_linear_out *outs,
                              int n_outs, ge_err *err);

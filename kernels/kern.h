@@ -31,13 +31,17 @@ typedef enum { GE_GELU_TANH, GE_GELU_QUICK, GE_SILU, GE_SIGMOID } ge_act;
 
 /* Q8_0 activations in the one format every tier reads and writes (bit-identical across
  * tiers): per token row, cols int8 values and cols/32 fp32 scales; value = d[b] * qs[k].
- * Quantisation: d = max|x| / 127 over the block, q = round-half-even(x * (1/d)), q = 0 when
- * d = 0. */
+ * Quantisation: d = max|x| / 127 over the span's span * 32 values, q = round-half-even(x *
+ * (1/d)), q = 0 when d = 0. span is 1 (Q8_0: a scale per block, what q8_gemm reads), or
+ * GE_Q8_WIDE for q8_gemm_wide (cols a multiple of 32 * GE_Q8_WIDE; d stays per block, the
+ * span's value repeated, so q8_gemm reads such activations correctly too). */
+#define GE_Q8_WIDE 4
 typedef struct {
     int8_t *qs;   /* [n_tok][cols] */
     float *d;     /* [n_tok][cols / 32] */
     int32_t *sum; /* [n_tok][cols / 32]: sum of the block's qs (for the +128 bias trick) */
     int64_t n_tok, cols;
+    int span;     /* blocks per scale: 1 or GE_Q8_WIDE (the quantiser reads it) */
 } ge_q8_act;
 
 /* Attention over packed sequences: query token i sees keys j in [key_lo[i], key_hi[i]),
@@ -113,6 +117,12 @@ typedef struct ge_kern {
     /* y[t * ldy + o] for t in [t0, t1), o in [r0, r1) (r0, r1 as for q8_pack). */
     void (*q8_gemm)(const void *packed, int64_t rows, int64_t cols, const ge_q8_act *act,
                     int64_t t0, int64_t t1, int64_t r0, int64_t r1, float *y, int64_t ldy);
+    /* The same over activations of span GE_Q8_WIDE, by the wide rule (q8.h): one fp32
+     * multiply per block instead of two. NULL on tiers without it (their quantiser takes
+     * span 1 only). */
+    void (*q8_gemm_wide)(const void *packed, int64_t rows, int64_t cols, const ge_q8_act *act,
+                         int64_t t0, int64_t t1, int64_t r0, int64_t r1, float *y,
+                         int64_t ldy);
 
     /* ---- SGEMM on panels of F32/F16/BF16 weights, kept in the weight's type and widened
      * (exactly) to fp32 in registers: every type is the fp32 math of its expansion --------- */

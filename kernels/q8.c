@@ -11,6 +11,7 @@ static void set_scalar(ge_kern *k)
     k->q8_pack = ge_q8_scalar_pack;
     k->q8_quantize = ge_q8_scalar_quantize;
     k->q8_gemm = ge_q8_scalar_gemm;
+    k->q8_gemm_wide = ge_q8_scalar_gemm_wide;
 }
 
 void ge_q8_fill(ge_kern *k, ge_tier tier)
@@ -24,6 +25,7 @@ void ge_q8_fill(ge_kern *k, ge_tier tier)
         k->q8_pack = ge_q8_g8_pack;
         k->q8_quantize = ge_q8_avx2_quantize;
         k->q8_gemm = ge_q8_avx2_gemm;
+        k->q8_gemm_wide = NULL;
         break;
     case GE_TIER_AVXVNNI:
         k->q8_row_group = 8;
@@ -31,6 +33,7 @@ void ge_q8_fill(ge_kern *k, ge_tier tier)
         k->q8_pack = ge_q8_g8b_pack;
         k->q8_quantize = ge_q8_avx2_quantize;
         k->q8_gemm = ge_q8_avxvnni_gemm;
+        k->q8_gemm_wide = NULL;
         break;
     case GE_TIER_AVX512:
         k->q8_row_group = 16;
@@ -38,6 +41,7 @@ void ge_q8_fill(ge_kern *k, ge_tier tier)
         k->q8_pack = ge_q8_g16b_pack;
         k->q8_quantize = ge_q8_avx512_quantize;
         k->q8_gemm = ge_q8_avx512_gemm;
+        k->q8_gemm_wide = ge_q8_avx512_gemm_wide;
         break;
     default:
         break;
@@ -58,6 +62,7 @@ int ge_q8_fill_evex256(ge_kern *k)
 #if defined(__x86_64__)
     ge_q8_fill(k, GE_TIER_AVXVNNI);
     k->q8_gemm = ge_q8_evex256_gemm;
+    k->q8_gemm_wide = NULL;
     return 1;
 #else
     (void)k;

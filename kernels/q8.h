@@ -20,7 +20,14 @@
  * Every tier computes y[t][o] by the same arithmetic: per block an exact int32 dot isum,
  * then acc = acc + (float)isum * (dw * da) in fp32 (no FMA), blocks in order, acc starting at
  * +0.0f. So all x86 tiers are bit-identical to the scalar oracle, and the task split cannot
- * matter. */
+ * matter.
+ *
+ * The wide rule (q8_gemm_wide, activations of span GE_Q8_WIDE = 4 blocks sharing one da):
+ * per span p = +0.0f, p = p + (float)isum * dw for its 4 blocks in order, then acc = acc +
+ * p * da; spans in order. One multiply per block where the Q8_0 rule needs two (dw * da
+ * differs per block and token): on AMD Zen 4 a zmm multiply takes a vpdpbusd's pipe slot, so
+ * the cap goes from 8 / 10 to 8 / 9.25 of the VNNI peak. Implemented by scalar (the oracle)
+ * and avx512. */
 #ifndef GE_Q8_H
 #define GE_Q8_H
 
@@ -40,6 +47,9 @@ void ge_q8_scalar_pack(const void *src, int64_t rows, int64_t cols, void *dst, i
 void ge_q8_scalar_quantize(const float *x, int64_t ldx, int64_t t0, int64_t t1, ge_q8_act *act);
 void ge_q8_scalar_gemm(const void *packed, int64_t rows, int64_t cols, const ge_q8_act *act,
                        int64_t t0, int64_t t1, int64_t r0, int64_t r1, float *y, int64_t ldy);
+void ge_q8_scalar_gemm_wide(const void *packed, int64_t rows, int64_t cols,
+                            const ge_q8_act *act, int64_t t0, int64_t t1, int64_t r0,
+                            int64_t r1, float *y, int64_t ldy);
 
 size_t ge_q8_g8_packed_size(int64_t rows, int64_t cols);
 void ge_q8_g8_pack(const void *src, int64_t rows, int64_t cols, void *dst, int64_t r0,
@@ -65,6 +75,9 @@ void ge_q8_evex256_gemm(const void *packed, int64_t rows, int64_t cols, const ge
 void ge_q8_avx512_quantize(const float *x, int64_t ldx, int64_t t0, int64_t t1, ge_q8_act *act);
 void ge_q8_avx512_gemm(const void *packed, int64_t rows, int64_t cols, const ge_q8_act *act,
                        int64_t t0, int64_t t1, int64_t r0, int64_t r1, float *y, int64_t ldy);
+void ge_q8_avx512_gemm_wide(const void *packed, int64_t rows, int64_t cols,
+                            const ge_q8_act *act, int64_t t0, int64_t t1, int64_t r0,
+                            int64_t r1, float *y, int64_t ldy);
 #endif
 
 /* Test-only entry: the avxvnni tier's table (same layout, quantiser and algorithm) with the

@@ -36,18 +36,24 @@ static inline int32_t ld32(const void *p)
 
 void ge_q8_avx512_quantize(const float *x, int64_t ldx, int64_t t0, int64_t t1, ge_q8_act *act)
 {
-    const int64_t cols = act->cols, nb = cols / 32;
+    const int64_t cols = act->cols, nb = cols / 32, span = act->span > 1 ? act->span : 1;
     const __m512 lo = _mm512_set1_ps(-127.0f), hi = _mm512_set1_ps(127.0f);
     for (int64_t t = t0; t < t1; t++) {
+        float d = 0.0f;
+        __m512 vid = _mm512_setzero_ps();
         for (int64_t b = 0; b < nb; b++) {
             const float *xb = x + t * ldx + b * 32;
             __m512 v0 = _mm512_loadu_ps(xb), v1 = _mm512_loadu_ps(xb + 16);
-            /* max(a, m) keeps m when a is NaN, like the scalar loop */
-            __m512 m = _mm512_max_ps(_mm512_abs_ps(v0), _mm512_setzero_ps());
-            m = _mm512_max_ps(_mm512_abs_ps(v1), m);
-            float amax = _mm512_reduce_max_ps(m); /* no NaN left: order-free */
-            float d = amax / 127.0f, id = d != 0.0f ? 1.0f / d : 0.0f;
-            __m512 vid = _mm512_set1_ps(id);
+            if (b % span == 0) { /* a new scale, over the span's values */
+                /* max(a, m) keeps m when a is NaN, like the scalar loop */
+                __m512 m = _mm512_max_ps(_mm512_abs_ps(v0), _mm512_setzero_ps());
+                m = _mm512_max_ps(_mm512_abs_ps(v1), m);
+                for (int64_t i = 32; i < 32 * span; i += 16)
+                    m = _mm512_max_ps(_mm512_abs_ps(_mm512_loadu_ps(xb + i)), m);
+                float amax = _mm512_reduce_max_ps(m); /* no NaN left: order-free */
+                d = amax / 127.0f;
+                vid = _mm512_set1_ps(d != 0.0f ? 1.0f / d : 0.0f);
+            }
             __m512i q0 = _mm512_cvtps_epi32(
                 _mm512_min_ps(_mm512_max_ps(_mm512_mul_ps(v0, vid), lo), hi));
             __m512i q1 = _mm512_cvtps_epi32(
@@ -73,20 +79,27 @@ typedef struct {
 /* Rows of one row group (mask m) for tokens [t, t + n), blocks [kb0, kb0 + kn); first:
  * kb0 == 0 (start from +0.0f, else continue the partial sums stored in y). n is a
  * compile-time constant at each call site; each token's arithmetic is the same for any n. */
-static inline __attribute__((always_inline)) void tile(const int n, const uint8_t *gp,
-                                                       int64_t kn, const int8_t *a, int64_t lda,
+static inline __attribute__((always_inline)) void tile(const int n, const int wide,
+                                                       const uint8_t *gp, int64_t kn,
+                                                       const int8_t *a, int64_t lda,
                                                        const scr_t *sc, int first, float *y,
                                                        int64_t ldy, __mmask16 m,
                                                        const uint8_t *pf)
 {
-    __m512 f[NT];
+    __m512 f[NT], p[NT];
 #pragma GCC unroll 16
     for (int i = 0; i < NT; i++) {
         if (i >= n)
             break;
         f[i] = first ? _mm512_setzero_ps() : _mm512_maskz_loadu_ps(m, y + i * ldy);
+        p[i] = _mm512_setzero_ps();
     }
-    for (int64_t b = 0; b < kn; b++) {
+    /* wide: spans of GE_Q8_WIDE blocks, unrolled (kn is a multiple of it) */
+    const int step = wide ? GE_Q8_WIDE : 1;
+    for (int64_t b0 = 0; b0 < kn; b0 += step)
+#pragma GCC unroll 4
+    for (int bb = 0; bb < step; bb++) {
+        const int64_t b = b0 + bb;
         const uint8_t *bp = gp + b * BLK;
         const int8_t *ab = a + b * 32;
         if (pf) /* the next row group's weights, one block per block */
@@ -115,8 +128,17 @@ static inline __attribute__((always_inline)) void tile(const int n, const uint8_
         for (int i = 0; i < NT; i++) {
             if (i >= n)
                 break;
-            __m512 scale = _mm512_mul_ps(dw, _mm512_set1_ps(sc[b].da[i]));
-            f[i] = _mm512_add_ps(f[i], _mm512_mul_ps(_mm512_cvtepi32_ps(s[i]), scale));
+            if (wide) { /* p += isum * dw; at the span's end acc += p * da */
+                if (bb == 0)
+                    p[i] = _mm512_setzero_ps();
+                p[i] = _mm512_add_ps(p[i], _mm512_mul_ps(_mm512_cvtepi32_ps(s[i]), dw));
+                if (bb == GE_Q8_WIDE - 1)
+                    f[i] = _mm512_add_ps(f[i],
+                                         _mm512_mul_ps(p[i], _mm512_set1_ps(sc[b].da[i])));
+            } else {
+                __m512 scale = _mm512_mul_ps(dw, _mm512_set1_ps(sc[b].da[i]));
+                f[i] = _mm512_add_ps(f[i], _mm512_mul_ps(_mm512_cvtepi32_ps(s[i]), scale));
+            }
         }
     }
 #pragma GCC unroll 16
@@ -129,14 +151,17 @@ static inline __attribute__((always_inline)) void tile(const int n, const uint8_
 
 #define CASE(k)                                                                                \
     case k:                                                                                    \
-        tile(k, gp, kn, a, cols, sc, first, yt, ldy, mask, pf);                                \
+        tile(k, wide, gp, kn, a, cols, sc, first, yt, ldy, mask, pf);                          \
         break;
 #if NT != 4 && NT != 8 && NT != 12
 #error "NT must be 4, 8 or 12"
 #endif
 
-void ge_q8_avx512_gemm(const void *packed, int64_t rows, int64_t cols, const ge_q8_act *act,
-                       int64_t t0, int64_t t1, int64_t r0, int64_t r1, float *y, int64_t ldy)
+/* wide: the wide rule (q8.h), a compile-time constant at both entries */
+static inline __attribute__((always_inline)) void gemm(const int wide, const void *packed,
+                                                       int64_t cols, const ge_q8_act *act,
+                                                       int64_t t0, int64_t t1, int64_t r0,
+                                                       int64_t r1, float *y, int64_t ldy)
 {
     const int64_t nb = cols / 32, kb = nb < KB ? nb : KB;
     const int64_t tbs = SCR / kb / NT * NT; /* tokens per cache block, >= 32 */
@@ -180,4 +205,17 @@ void ge_q8_avx512_gemm(const void *packed, int64_t rows, int64_t cols, const ge_
             }
         }
     }
+}
+
+void ge_q8_avx512_gemm(const void *packed, int64_t rows, int64_t cols, const ge_q8_act *act,
+                       int64_t t0, int64_t t1, int64_t r0, int64_t r1, float *y, int64_t ldy)
+{
+    gemm(0, packed, cols, act, t0, t1, r0, r1, y, ldy);
+}
+
+void ge_q8_avx512_gemm_wide(const void *packed, int64_t rows, int64_t cols,
+                            const ge_q8_act *act, int64_t t0, int64_t t1, int64_t r0,
+                            int64_t r1, float *y, int64_t ldy)
+{
+    gemm(1, packed, cols, act, t0, t1, r0, r1, y, ldy);
 }

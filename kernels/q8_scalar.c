@@ -88,17 +88,20 @@ void ge_q8_g16b_pack(const void *src, int64_t rows, int64_t cols, void *dst, int
  * the default rounding mode, like cvtps2dq. */
 void ge_q8_scalar_quantize(const float *x, int64_t ldx, int64_t t0, int64_t t1, ge_q8_act *act)
 {
-    const int64_t cols = act->cols, nb = cols / GE_QK8_0;
+    const int64_t cols = act->cols, nb = cols / GE_QK8_0, span = act->span > 1 ? act->span : 1;
     for (int64_t t = t0; t < t1; t++) {
         const float *xr = x + t * ldx;
+        float d = 0.0f, id = 0.0f;
         for (int64_t b = 0; b < nb; b++) {
             const float *xb = xr + b * GE_QK8_0;
-            float amax = 0.0f;
-            for (int i = 0; i < GE_QK8_0; i++) {
-                float a = xb[i] < 0 ? -xb[i] : xb[i];
-                amax = a > amax ? a : amax;
+            if (b % span == 0) { /* a new scale, over the span's values */
+                float amax = 0.0f;
+                for (int i = 0; i < GE_QK8_0 * span; i++) {
+                    float a = xb[i] < 0 ? -xb[i] : xb[i];
+                    amax = a > amax ? a : amax;
+                }
+                d = amax / 127.0f, id = d != 0.0f ? 1.0f / d : 0.0f;
             }
-            float d = amax / 127.0f, id = d != 0.0f ? 1.0f / d : 0.0f;
             int8_t *q = act->qs + t * cols + b * GE_QK8_0;
             int32_t sum = 0;
             for (int i = 0; i < GE_QK8_0; i++) {
@@ -137,6 +140,37 @@ void ge_q8_scalar_gemm(const void *packed, int64_t rows, int64_t cols, const ge_
                 float dw;
                 memcpy(&dw, wp + GE_QK8_0, 4);
                 acc = acc + (float)isum * (dw * da[b]);
+            }
+            y[t * ldy + o] = acc;
+        }
+    }
+}
+
+void ge_q8_scalar_gemm_wide(const void *packed, int64_t rows, int64_t cols,
+                            const ge_q8_act *act, int64_t t0, int64_t t1, int64_t r0,
+                            int64_t r1, float *y, int64_t ldy)
+{
+    const int64_t nb = cols / GE_QK8_0;
+    const uint8_t *pk = packed;
+    for (int64_t t = t0; t < t1; t++) {
+        const int8_t *a = act->qs + t * cols;
+        const float *da = act->d + t * nb;
+        for (int64_t o = r0; o < r1; o++) {
+            const uint8_t *wp = pk + o * nb * GE_Q8_BLOCK_BYTES(1);
+            float acc = 0.0f;
+            for (int64_t s = 0; s < nb; s += GE_Q8_WIDE) {
+                float p = 0.0f;
+                for (int64_t b = s; b < s + GE_Q8_WIDE; b++, wp += GE_Q8_BLOCK_BYTES(1)) {
+                    const int8_t *w = (const int8_t *)wp;
+                    const int8_t *ab = a + b * GE_QK8_0;
+                    int32_t isum = 0;
+                    for (int i = 0; i < GE_QK8_0; i++)
+                        isum += w[i] * ab[i];
+                    float dw;
+                    memcpy(&dw, wp + GE_QK8_0, 4);
+                    p = p + (float)isum * dw;
+                }
+                acc = acc + p * da[s];
             }
             y[t * ldy + o] = acc;
         }

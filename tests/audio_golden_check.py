@@ -22,7 +22,7 @@ For each:
     error record is an error with code "input" saying "too short", and the run exits 1
     (0 for an input without them); the runs (EXTRA_ARGS go to each): the fast media path,
     the reference towers (--no-media-fast), --threads=1, --no-yield, --prepack, --no-flash,
-    --no-sgemm; on Q8_0 also the records without images on the audio-only
+    --no-sgemm, --no-media-q8-wide; on Q8_0 also the records without images on the audio-only
     tiny-mmproj-audio-q8_0.gguf (fast path);
   - codecs: the 7.3 s clip as FLAC and Ogg Vorbis (sox) and MP3 (ffmpeg, libmp3lame) made
     here; FLAC is lossless: its vector must be exactly the WAV's (same run); Ogg and MP3 are
@@ -53,7 +53,7 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 GOLDEN = os.path.join(ROOT, "golden")
 GATES = {"tiny-mmproj-audio-f32": 0.99999, "tiny-mmproj-audio-q8_0": 0.999}
 SWITCHES = ("--no-media-fast", "--threads=1", "--no-yield", "--prepack", "--no-flash",
-            "--no-sgemm")
+            "--no-sgemm", "--no-media-q8-wide")
 NORM_TOL = 1e-4
 TIMEOUT = 600
 CODEC_CLIP = "mid-7.3s.wav"

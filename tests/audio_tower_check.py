@@ -7,7 +7,8 @@ and >= 0.95 per token), soft-token counts exactly (L + 3) / 4; the fast path's b
 on 1 and 2 threads; ge_model_encode_audio (front end + tower) under both --semantics against
 the reference front end + tower; a clip too short for a frame is an error. With a real-shape
 (generated) text model and audio mmproj: 82 frames (21 soft tokens) through both paths
-against the reference (reference path 1 - cos < 1e-9 per token; fast path on Q8_0 as above)."""
+against the reference (reference path 1 - cos < 1e-9 per token; fast path on Q8_0 as above,
+with and without --media-q8-wide)."""
 import os
 import subprocess
 import sys
@@ -127,10 +128,10 @@ if real:
     ref = AudioTower(real[1]).encode(feat, 82)
     ff = os.path.join(out, "atc-feat.f32")
     feat.astype(np.float32).tofile(ff)
-    for path in ("ref", "fast"):
-        c = run(["tower", real[0], real[1], ff, "82", path, []])[0]
+    for path, extra in (("ref", []), ("fast", []), ("fast", ["media-q8-wide=false"])):
+        c = run(["tower", real[0], real[1], ff, "82", path, extra])[0]
         tok, flat = cosines(c, ref)
         ok = 1 - tok < 1e-9 if path == "ref" else (flat >= 0.999 and tok >= 0.95)
-        check(ok, "real-shape Q8_0 tower, 82 frames, %s path: min token cos %.9f, flattened %.9f"
-              % (path, tok, flat), "below the bound")
+        check(ok, "real-shape Q8_0 tower, 82 frames, %s path%s: min token cos %.9f, flattened "
+              "%.9f" % (path, "".join(" " + e for e in extra), tok, flat), "below the bound")
 sys.exit(1 if failed else 0)

@@ -21,7 +21,7 @@ For each model pair (tiny-<type>.gguf + tiny-mmproj-<type>.gguf):
       - the fast media path (the default), every record;
       - the reference towers (--no-media-fast): the budget-70 records on
         both models, and REF_280 on f32 weights;
-      - --no-flash, --no-sgemm, --threads=1, --prepack and --no-yield, budget
+      - --no-flash, --no-sgemm, --threads=1, --prepack, --no-yield and --no-media-q8-wide, budget
         70.
 --fast-only keeps only the fast-path run and skips --tokenize (planning
 and tokens do not depend on the kernels): tests/run adds one such run per
@@ -46,7 +46,8 @@ import time
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 GOLDEN = os.path.join(ROOT, "golden")
 GATES = {"tiny-mmproj-f32": 0.99999, "tiny-mmproj-q8_0": 0.999}
-SWITCHES = ("--no-flash", "--no-sgemm", "--threads=1", "--prepack", "--no-yield")
+SWITCHES = ("--no-flash", "--no-sgemm", "--threads=1", "--prepack", "--no-yield",
+            "--no-media-q8-wide")
 REF_280 = {"caption@280"}  # one 280-token image: 3 s here, minutes under the sanitizers
 NORM_TOL = 1e-4
 TIMEOUT = 600

@@ -8,8 +8,11 @@
  *     < 1e-5 of sum |terms|; by design, q8.h, every tier is also bit-identical to scalar);
  *   - the determinism contract: y[t][o] bit-identical whatever the (t0, t1, r0, r1) split and
  *     whichever other tokens share the call; nothing written outside the task's range;
- *   - a tier the CPU cannot run is never run.
+ *   - a tier the CPU cannot run is never run;
+ *   - all of it again for the wide rule (q8.h: activations of span GE_Q8_WIDE, q8_gemm_wide)
+ *     on the variants that have it, at shapes whose rows come in whole spans.
  * argv[1] (an output folder) is not used. */
+#include <float.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -52,6 +55,13 @@ typedef struct {
 static variant vars[GE_TIER_COUNT + 1];
 static int n_vars;
 static const ge_kern *oracle;
+static int wide; /* testing the wide rule: span GE_Q8_WIDE activations, q8_gemm_wide */
+
+typedef void (*gemm_fn)(const void *packed, int64_t rows, int64_t cols, const ge_q8_act *act,
+                        int64_t t0, int64_t t1, int64_t r0, int64_t r1, float *y, int64_t ldy);
+/* the GEMM under test of kernel k (NULL: k has no wide rule) */
+static gemm_fn gemm_of(const ge_kern *k) { return wide ? k->q8_gemm_wide : k->q8_gemm; }
+static const char *rule(void) { return wide ? " wide" : ""; }
 
 static void pick_variants(void)
 {
@@ -136,6 +146,7 @@ static void act_alloc(ge_q8_act *a, int64_t n_tok, int64_t cols)
 {
     a->n_tok = n_tok;
     a->cols = cols;
+    a->span = wide ? GE_Q8_WIDE : 1;
     a->qs = xmalloc((size_t)(n_tok * cols));
     a->d = xmalloc((size_t)(n_tok * (cols / 32)) * sizeof(float));
     a->sum = xmalloc((size_t)(n_tok * (cols / 32)) * sizeof(int32_t));
@@ -161,7 +172,7 @@ static packed pack(const ge_kern *k, const ge_block_q8_0 *w, int64_t rows, int64
 static void test_quantize(void)
 {
     /* the oracle's own rules: ties to even, clamp, zero block, sums */
-    {
+    if (!wide) {
         const int64_t cols = 64;
         float x[64] = {0};
         x[0] = 127.0f; /* d = 1, id = 1 */
@@ -212,6 +223,8 @@ static void test_quantize(void)
     act_alloc(&got, n_tok, cols);
     oracle->q8_quantize(x, ldx, 0, n_tok, &ref);
     for (int i = 0; i < n_vars; i++) {
+        if (!gemm_of(&vars[i].k))
+            continue;
         memset(got.qs, 0x5a, (size_t)(n_tok * cols));
         memset(got.d, 0x5a, (size_t)(n_tok * nb) * sizeof(float));
         memset(got.sum, 0x5a, (size_t)(n_tok * nb) * sizeof(int32_t));
@@ -226,12 +239,13 @@ static void test_quantize(void)
         for (int64_t j = 0; j < n_tok * cols && bad < 0; j++)
             if (got.qs[j] != ref.qs[j])
                 bad = j;
-        check(ok, nm("q8 %s quantise: bit-identical to scalar", vars[i].name),
+        check(ok, nm("q8 %s%s quantise: bit-identical to scalar", vars[i].name, rule()),
               "untouched %d, first differing byte %lld (%d vs %d)", untouched, (long long)bad,
               bad >= 0 ? got.qs[bad] : 0, bad >= 0 ? ref.qs[bad] : 0);
     }
-    /* sums and ranges of the oracle itself */
-    int ok = 1;
+    /* sums and ranges of the oracle itself; one scale per span: max |x| / 127 over it */
+    int ok = 1, span_ok = 1;
+    const int64_t span = wide ? GE_Q8_WIDE : 1;
     for (int64_t t = 0; t < n_tok; t++)
         for (int64_t b = 0; b < nb; b++) {
             int32_t s = 0;
@@ -241,8 +255,19 @@ static void test_quantize(void)
                 ok &= q >= -127;
             }
             ok &= s == ref.sum[t * nb + b];
+            const int64_t s0 = b / span * span;
+            float amax = 0.0f;
+            for (int64_t k = s0 * 32; k < (s0 + span) * 32; k++) {
+                const float v = fabsf(x[t * ldx + k]);
+                amax = v > amax ? v : amax;
+            }
+            span_ok &= memcmp(&ref.d[t * nb + b], &ref.d[t * nb + s0], sizeof(float)) == 0;
+            span_ok &= !(amax <= FLT_MAX) || ref.d[t * nb + b] == amax / 127.0f;
         }
-    check(ok, "q8 quantise: sum is the block's sum of qs, q in [-127, 127]", "-");
+    check(ok, nm("q8%s quantise: sum is the block's sum of qs, q in [-127, 127]", rule()), "-");
+    check(span_ok, nm("q8%s quantise: one d per span of %lld blocks, max|x| / 127", rule(),
+                      (long long)span),
+          "-");
     act_free(&ref);
     act_free(&got);
     free(x);
@@ -334,9 +359,11 @@ static void gemm_shape(int64_t cols, int64_t rows, const int *ntoks, int n_ntok,
         truth(w, rows, cols, &a, tr, mag);
         float *ys = xmalloc((size_t)(n_tok * rows) * sizeof(float));
         float *y = xmalloc((size_t)(n_tok * rows) * sizeof(float));
-        oracle->q8_gemm(pko.p, rows, cols, &a, 0, n_tok, 0, rows, ys, rows);
+            gemm_of(oracle)(pko.p, rows, cols, &a, 0, n_tok, 0, rows, ys, rows);
         for (int i = 0; i < n_vars; i++) {
-            vars[i].k.q8_gemm(pk[i].p, rows, cols, &a, 0, n_tok, 0, rows, y, rows);
+            if (!gemm_of(&vars[i].k))
+                continue;
+            gemm_of(&vars[i].k)(pk[i].p, rows, cols, &a, 0, n_tok, 0, rows, y, rows);
             for (int64_t e = 0; e < n_tok * rows; e++) {
                 double m = mag[e] > 0 ? mag[e] : 1e-300;
                 double et = fabs(y[e] - tr[e]) / m, es = fabs((double)y[e] - ys[e]) / m;
@@ -361,12 +388,14 @@ static void gemm_shape(int64_t cols, int64_t rows, const int *ntoks, int n_ntok,
 static void report(const char *what, int64_t cols, int64_t rows, const gemm_result *res)
 {
     for (int i = 0; i < n_vars; i++) {
+        if (!gemm_of(&vars[i].k))
+            continue;
         check(res[i].err_truth < 1e-5 && res[i].err_scalar < 1e-5,
-              nm("q8 %s gemm %s %lldx%lld: rel err < 1e-5 vs fp64 and scalar", vars[i].name, what,
-                 (long long)cols, (long long)rows),
+              nm("q8 %s%s gemm %s %lldx%lld: rel err < 1e-5 vs fp64 and scalar", vars[i].name,
+                 rule(), what, (long long)cols, (long long)rows),
               "err vs fp64 %.3g, vs scalar %.3g", res[i].err_truth, res[i].err_scalar);
         check(res[i].bit_diff == 0,
-              nm("q8 %s gemm %s %lldx%lld: bit-identical to scalar", vars[i].name, what,
+              nm("q8 %s%s gemm %s %lldx%lld: bit-identical to scalar", vars[i].name, rule(), what,
                  (long long)cols, (long long)rows),
               "%lld values differ", (long long)res[i].bit_diff);
     }
@@ -418,11 +447,14 @@ static void test_determinism(int64_t cols, int64_t rows, int64_t n_tok)
     const float canary = -12345.5f;
     for (int i = 0; i < n_vars; i++) {
         const ge_kern *k = &vars[i].k;
+        const gemm_fn gemm = gemm_of(k);
+        if (!gemm)
+            continue;
         const int64_t g = k->q8_row_group;
         packed pk = pack(k, w, rows, cols);
         for (int64_t e = 0; e < n_tok * ldy; e++)
             ref[e] = canary;
-        k->q8_gemm(pk.p, rows, cols, &a, 0, n_tok, 0, rows, ref, ldy);
+        gemm(pk.p, rows, cols, &a, 0, n_tok, 0, rows, ref, ldy);
         int pad_ok = 1;
         for (int64_t t = 0; t < n_tok; t++)
             for (int64_t o = rows; o < ldy; o++)
@@ -441,7 +473,7 @@ static void test_determinism(int64_t cols, int64_t rows, int64_t n_tok)
                     int64_t r1 = r0 + g * (1 + (int64_t)(rnd() % 5));
                     if (r1 > rows)
                         r1 = rows;
-                    k->q8_gemm(pk.p, rows, cols, &a, t0, t1, r0, r1, y, ldy);
+                    gemm(pk.p, rows, cols, &a, t0, t1, r0, r1, y, ldy);
                     /* nothing outside this task (or earlier tasks) was written */
                     if (rep == 5)
                         for (int64_t t = t0; t < t1; t++)
@@ -471,21 +503,21 @@ static void test_determinism(int64_t cols, int64_t rows, int64_t n_tok)
             int64_t lo = p - (int64_t)(rnd() % 3), hi = p + 1 + (int64_t)(rnd() % 9);
             lo = lo < 0 ? 0 : lo;
             hi = hi > m_tok ? m_tok : hi;
-            k->q8_gemm(pk.p, rows, cols, &b, lo, hi, 0, rows, yb, rows);
+            gemm(pk.p, rows, cols, &b, lo, hi, 0, rows, yb, rows);
             mix_ok &= memcmp(yb + p * rows, ref + t * ldy, (size_t)rows * sizeof(float)) == 0;
         }
         free(yb), free(xb);
         act_free(&b);
         check(grid_ok,
-              nm("q8 %s determinism %lldx%lld x%lld: any task split", vars[i].name, (long long)cols,
-                 (long long)rows, (long long)n_tok),
+              nm("q8 %s%s determinism %lldx%lld x%lld: any task split", vars[i].name, rule(),
+                 (long long)cols, (long long)rows, (long long)n_tok),
               "split results differ");
         check(mix_ok,
-              nm("q8 %s determinism %lldx%lld x%lld: other tokens", vars[i].name, (long long)cols,
-                 (long long)rows, (long long)n_tok),
+              nm("q8 %s%s determinism %lldx%lld x%lld: other tokens", vars[i].name, rule(),
+                 (long long)cols, (long long)rows, (long long)n_tok),
               "a token's row depends on the others in the call");
         check(pad_ok && stray_ok,
-              nm("q8 %s %lldx%lld: no writes outside [t0,t1)x[r0,r1)", vars[i].name,
+              nm("q8 %s%s %lldx%lld: no writes outside [t0,t1)x[r0,r1)", vars[i].name, rule(),
                  (long long)cols, (long long)rows),
               "pad %d, stray %d", pad_ok, stray_ok);
         free(pk.mem);
@@ -504,5 +536,28 @@ int main(void)
     test_determinism(2048, 72, 70);  /* several token blocks */
     test_determinism(4160, 40, 19);  /* several K chunks */
     test_determinism(96, 17, 64);
+
+    /* the wide rule, where a tier has it: the media towers' widths (1024 in, 4096 in, 1152
+     * in), several K chunks, edge row and token counts */
+    wide = 1;
+    int n_wide = 0;
+    for (int i = 0; i < n_vars; i++)
+        n_wide += vars[i].k.q8_gemm_wide != NULL;
+    check(oracle->q8_gemm_wide && n_wide >= 1, "q8 wide: the oracle has it", "-");
+    printf("  (wide rule: %d of %d variants)\n", n_wide, n_vars);
+    test_quantize();
+    gemm_result res[GE_TIER_COUNT + 1];
+    static const int64_t shapes[][2] = {{1024, 1024}, {4096, 40}, {1152, 33}, {128, 1},
+                                        {128, 17},    {256, 7},   {384, 16}};
+    static const int nt[] = {1, 2, 7, 13, 64};
+    for (size_t s = 0; s < sizeof shapes / sizeof shapes[0]; s++) {
+        gemm_shape(shapes[s][0], shapes[s][1], nt, 5, res);
+        report("media", shapes[s][0], shapes[s][1], res);
+    }
+    static const int nt_long[] = {200};
+    gemm_shape(1024, 4096 / 16, nt_long, 1, res);
+    report("media(200 tok)", 1024, 4096 / 16, res);
+    test_determinism(1024, 100, 37);
+    test_determinism(4224, 40, 19); /* several K chunks, not a whole number of them */
     return check_done();
 }

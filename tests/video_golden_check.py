@@ -26,7 +26,7 @@ For each:
     the golden's width and unit norm; each too-long record an error with code "too_long"
     whose message holds both counts, and the run exits 1 (0 without such records). Runs:
     every set of switches on the fast media path; the defaults also with --no-media-fast,
-    --threads=1, --no-yield, --prepack, --no-flash and --no-sgemm;
+    --threads=1, --no-yield, --prepack, --no-flash, --no-sgemm and --no-media-q8-wide;
   - `--input files` (defaults): the five clips as paths, each the golden of that clip alone.
 --fast-only keeps only the fast-path runs of the defaults' records (no --tokenize, no
 switches, no files mode): tests/run adds one per kernel tier. --quick leaves out the records
@@ -53,7 +53,8 @@ import time
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 GOLDEN = os.path.join(ROOT, "golden")
 GATES = {"tiny-mmproj-video-f32": 0.99999, "tiny-mmproj-video-q8_0": 0.999}
-SWITCHES = ("--threads=1", "--no-yield", "--prepack", "--no-flash", "--no-sgemm")
+SWITCHES = ("--threads=1", "--no-yield", "--prepack", "--no-flash", "--no-sgemm",
+            "--no-media-q8-wide")
 VIDEO_FLAGS = ("--video-fps", "--video-frames", "--video-tokens", "--video-timestamps")
 NORM_TOL = 1e-4
 TIMEOUT = 900
