@@ -1,21 +1,19 @@
 /* act_avx512.c - act(x) * u, 16 lanes: gelu_tanh's 0.5 x (1 + tanh z) is x * sigmoid(2z) =
  * x / (1 + exp(-2z)), z = sqrt(2/pi) (x + 0.044715 x^3); quick-GELU x / (1 + exp(-1.702 x)),
  * SiLU x / (1 + exp(-x)), the GLU gate 1 / (1 + exp(-x)),
- * with the attention family's polynomial exp (attn.h: ~1 ulp) on chunks. Large |z| saturates
- * cleanly: exp -> inf gives x / inf = -0 (gelu of a very negative x), exp -> 0 gives x.
+ * with the attention family's polynomial exp (attn.h: ~1 ulp) inline, one pass per 16 lanes.
+ * Large |z| saturates cleanly: exp -> inf gives x / inf = -0 (gelu of a very negative x),
+ * exp -> 0 gives x.
  *
  * RMSNorm and RoPE rows, 16 lanes, bit-identical to the scalar tier (kern.h). */
 #include <immintrin.h>
 #include <math.h>
 
 #include "act.h"
-#include "attn.h"
-
-#define CHUNK 256
+#include "exp_avx512.h"
 
 void ge_act_mul_avx512(float *g, const float *u, int64_t n, ge_act kind, const float *clip)
 {
-    float arg[CHUNK], e[CHUNK];
     const __m512 c = _mm512_set1_ps(-2.0f * 0.7978845608028654f), k = _mm512_set1_ps(0.044715f);
     const __m512 one = _mm512_set1_ps(1.0f);
     /* exp's argument is -k x for the sigmoid forms (k = 1.702 for quick-GELU, 1 otherwise) */
@@ -27,40 +25,18 @@ void ge_act_mul_avx512(float *g, const float *u, int64_t n, ge_act kind, const f
     const float b2 = clip ? clip[2] : -INFINITY, b3 = clip ? clip[3] : INFINITY;
     const __m512 lo = _mm512_set1_ps(b0), hi = _mm512_set1_ps(b1);
     const __m512 lo2 = _mm512_set1_ps(b2), hi2 = _mm512_set1_ps(b3);
-    for (int64_t i0 = 0; i0 < n; i0 += CHUNK) {
-        int64_t m = n - i0 < CHUNK ? n - i0 : CHUNK, i = 0;
-        for (; i + 16 <= m; i += 16) {
-            __m512 x = _mm512_loadu_ps(g + i0 + i);
-            if (clip) {
-                x = _mm512_min_ps(hi, _mm512_max_ps(lo, x));
-                _mm512_storeu_ps(g + i0 + i, x);
-            }
-            __m512 x3 = _mm512_mul_ps(_mm512_mul_ps(x, x), x);
-            _mm512_storeu_ps(arg + i, tanh_form ? _mm512_mul_ps(c, _mm512_fmadd_ps(k, x3, x))
-                                               : _mm512_mul_ps(ck, x));
-        }
-        for (; i < m; i++) {
-            float x = g[i0 + i];
-            if (clip) {
-                x = x < b0 ? b0 : x;
-                g[i0 + i] = x = x > b1 ? b1 : x;
-            }
-            arg[i] = tanh_form ? -2.0f * 0.7978845608028654f * (x + 0.044715f * x * x * x)
-                               : -kf * x;
-        }
-        ge_attn_exp_avx512(arg, e, m);
-        for (i = 0; i + 16 <= m; i += 16) {
-            __m512 x = gate ? one : _mm512_loadu_ps(g + i0 + i);
-            __m512 y = _mm512_div_ps(x, _mm512_add_ps(one, _mm512_loadu_ps(e + i)));
-            y = u ? _mm512_mul_ps(y, _mm512_loadu_ps(u + i0 + i)) : y;
-            _mm512_storeu_ps(g + i0 + i, clip ? _mm512_min_ps(hi2, _mm512_max_ps(lo2, y)) : y);
-        }
-        for (; i < m; i++) {
-            float y = (gate ? 1.0f : g[i0 + i]) / (1.0f + e[i]);
-            y = u ? y * u[i0 + i] : y;
-            y = y < b2 ? b2 : y;
-            g[i0 + i] = y > b3 ? b3 : y;
-        }
+    /* the tail through the same lanes, masked */
+    for (int64_t i = 0; i < n; i += 16) {
+        const __mmask16 msk = n - i >= 16 ? 0xffff : (__mmask16)((1u << (n - i)) - 1);
+        __m512 x = _mm512_maskz_loadu_ps(msk, g + i);
+        if (clip)
+            x = _mm512_min_ps(hi, _mm512_max_ps(lo, x));
+        const __m512 x3 = _mm512_mul_ps(_mm512_mul_ps(x, x), x);
+        const __m512 e = exp16(tanh_form ? _mm512_mul_ps(c, _mm512_fmadd_ps(k, x3, x))
+                                         : _mm512_mul_ps(ck, x));
+        __m512 y = _mm512_div_ps(gate ? one : x, _mm512_add_ps(one, e));
+        y = u ? _mm512_mul_ps(y, _mm512_maskz_loadu_ps(msk, u + i)) : y;
+        _mm512_mask_storeu_ps(g + i, msk, clip ? _mm512_min_ps(hi2, _mm512_max_ps(lo2, y)) : y);
     }
 }
 
