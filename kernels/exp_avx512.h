@@ -10,8 +10,11 @@
 
 static inline __attribute__((always_inline)) __m512 exp16(__m512 t)
 {
-    const __m512 x = _mm512_min_ps(_mm512_max_ps(t, _mm512_set1_ps(-100.0f)),
-                                   _mm512_set1_ps(100.0f));
+    /* clamped to [FLUSH, MAX], where the result is a normal float (the ends are overridden
+     * below): a lower bound of -100 let scalef make denormals, which can cost a microcode
+     * assist each, for lanes that are then flushed to 0 anyway */
+    const __m512 x = _mm512_min_ps(_mm512_max_ps(t, _mm512_set1_ps(GE_ATTN_EXP_FLUSH)),
+                                   _mm512_set1_ps(GE_ATTN_EXP_MAX));
     const __m512 n = _mm512_roundscale_ps(_mm512_mul_ps(x, _mm512_set1_ps(GE_ATTN_LOG2E)),
                                           _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
     __m512 r = _mm512_fnmadd_ps(n, _mm512_set1_ps(GE_ATTN_LN2_HI), x);
