@@ -317,12 +317,19 @@ typedef struct {
     const ge_kern *k; /* row kernels: the tier's, or the scalar reference */
 } path;
 
+/* y = clamp(x, clip) W^T (clip: NULL or [lo, hi]) */
+static ge_status linear_clip(const path *P, const float *x, int n, const float *clip,
+                             const ge_tensor *w, float *y, ge_err *err)
+{
+    const ge_linear_out o = {w, y};
+    return P->fast ? ge_linear_many_media(P->m, x, n, clip, &o, 1, err)
+                   : ge_linear_many_ref(P->m, x, n, clip, &o, 1, err);
+}
+
 static ge_status linear(const path *P, const float *x, int n, const ge_tensor *w, float *y,
                         ge_err *err)
 {
-    const ge_linear_out o = {w, y};
-    return P->fast ? ge_linear_many_media(P->m, x, n, &o, 1, err)
-                   : ge_linear_many_ref(P->m, x, n, &o, 1, err);
+    return linear_clip(P, x, n, NULL, w, y, err);
 }
 
 /* One layer's vectors as fp32 (the row passes read them from every worker). */
@@ -338,7 +345,6 @@ typedef enum {
     PASS_FFN_ACT,  /* h = clamp_in(down, silu(clamp_out(up, h))) (rows of n_ff) */
     PASS_FFN_OUT,  /* x += 0.5 post(clamp(clamp_out(down, a))); last: x = ln2(clamp(x)) */
     PASS_ATTN_IN,  /* a = attn_pre(clamp(x)) */
-    PASS_CLAMP,    /* b = clamp(a) to [lo, hi] (the input of q, k or v) */
     PASS_QKV,      /* q, k, v = their clamp_out */
     PASS_ATTN,     /* b = the local attention of q, k, v; clamp_in(o, b) */
     PASS_ATTN_OUT, /* x += attn_post(clamp(clamp_out(o, a))) */
@@ -358,7 +364,6 @@ typedef struct {
     int ffn;           /* which FFN */
     int64_t n, off;    /* tokens of this pass; first token (chunked passes) */
     int64_t width;     /* row width of the pass's rows (FFN_ACT: n_ff) */
-    float lo, hi;      /* PASS_CLAMP's bounds */
     bool last;         /* FFN_OUT of the second FFN: ln2 follows */
 } pass_job;
 
@@ -408,9 +413,6 @@ static void pass_task(void *ctx, int64_t task, int worker)
     }
     case PASS_ATTN_IN:
         rmsnorm_clamped(k, w->a + off, w->x + off, rows, D, nv->attn_pre, -INFINITY, INFINITY);
-        break;
-    case PASS_CLAMP:
-        k->clamp(w->b + off, w->a + off, (int64_t)len, j->lo, j->hi);
         break;
     case PASS_QKV: /* (the q and k scales are the attention kernel's) */
         k->clamp(w->q + off, w->q + off, (int64_t)len, l->q.out_lo, l->q.out_hi);
@@ -698,7 +700,7 @@ static ge_status ffn(pass_job *pj, int f, int n, ge_err *err)
 }
 
 /* The local relative-position attention block: q, k and v each from its own clamp of the
- * normed input (their bounds differ). */
+ * normed input (their bounds differ; the quantiser applies them). */
 static ge_status attention(pass_job *pj, int n, ge_err *err)
 {
     const alayer *l = pj->l;
@@ -708,9 +710,8 @@ static ge_status attention(pass_job *pj, int n, ge_err *err)
     float *dst[3] = {w->q, w->k, w->v};
     ge_status st = GE_OK;
     for (int i = 0; i < 3 && !st; i++) {
-        pj->lo = qkv[i]->in_lo, pj->hi = qkv[i]->in_hi;
-        row_pass(pj, PASS_CLAMP, n);
-        st = linear(pj->P, w->b, n, &qkv[i]->w, dst[i], err);
+        const float clip[2] = {qkv[i]->in_lo, qkv[i]->in_hi};
+        st = linear_clip(pj->P, w->a, n, clip, &qkv[i]->w, dst[i], err);
     }
     if (st)
         return st;

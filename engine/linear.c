@@ -230,7 +230,8 @@ static void quant_task(void *ctx, int64_t i, int worker)
 }
 
 static ge_status quantize(ge_model *m, const ge_kern *k, const float *x, int n_tok,
-                          int64_t cols, int span, ge_q8_act **out, ge_err *err)
+                          int64_t cols, int span, const float *clip, ge_q8_act **out,
+                          ge_err *err)
 {
     ge_packed_cache *c = cache_of(m);
     size_t nq = (size_t)n_tok * (size_t)cols, nd = nq / 32;
@@ -253,6 +254,9 @@ static ge_status quantize(ge_model *m, const ge_kern *k, const float *x, int n_t
     c->act.n_tok = n_tok;
     c->act.cols = cols;
     c->act.span = span;
+    c->act.clip = clip != NULL;
+    c->act.lo = clip ? clip[0] : 0.0f;
+    c->act.hi = clip ? clip[1] : 0.0f;
     quant_job q = {k, x, cols, n_tok, &c->act};
     double t0 = ge_now();
     ge_parallel(m, (n_tok + TOKEN_BLOCK - 1) / TOKEN_BLOCK, 0, quant_task, &q);
@@ -263,9 +267,11 @@ static ge_status quantize(ge_model *m, const ge_kern *k, const float *x, int n_t
 }
 
 /* fast: the kernels (else the reference row dots); wide: Q8_0 weights by q8_gemm_wide where
- * the tier has it and the inputs come in whole spans */
-static ge_status linear_many(ge_model *m, const float *x, int n_tok, const ge_linear_out *outs,
-                             int n_outs, bool fast, bool wide, ge_err *err)
+ * the tier has it and the inputs come in whole spans; clip (NULL or [lo, hi]): the quantiser
+ * clamps x (the caller has checked that every output is a Q8 GEMM) */
+static ge_status run_many(ge_model *m, const float *x, int n_tok, const float *clip,
+                          const ge_linear_out *outs, int n_outs, bool fast, bool wide,
+                          ge_err *err)
 {
     gemm_job j = {.m = m, .x = x, .n_tok = n_tok, .n = n_outs};
     j.n_tb = (n_tok + TOKEN_BLOCK - 1) / TOKEN_BLOCK;
@@ -308,7 +314,7 @@ static ge_status linear_many(ge_model *m, const float *x, int n_tok, const ge_li
     if (qk) {
         ge_q8_act *act = NULL;
         ge_status st = quantize(m, qk, x, n_tok, outs[0].w->ne0,
-                                q8_wide ? GE_Q8_WIDE : 1, &act, err);
+                                q8_wide ? GE_Q8_WIDE : 1, clip, &act, err);
         if (st)
             return st;
         j.act = act;
@@ -323,22 +329,44 @@ static ge_status linear_many(ge_model *m, const float *x, int n_tok, const ge_li
     return GE_OK;
 }
 
+/* run_many with the input clamped to clip first: inside the quantiser when every output is
+ * a Q8 GEMM (no pass over x), else through a clamped copy */
+static ge_status linear_many(ge_model *m, const float *x, int n_tok, const float *clip,
+                             const ge_linear_out *outs, int n_outs, bool fast, bool wide,
+                             ge_err *err)
+{
+    bool all_q8 = fast && q8_kernels(m, n_tok);
+    for (int i = 0; i < n_outs && i < MAX_OUTS; i++)
+        all_q8 &= outs[i].w->type == GE_T_Q8_0;
+    if (!clip || all_q8)
+        return run_many(m, x, n_tok, clip, outs, n_outs, fast, wide, err);
+    const size_t n = (size_t)n_tok * (size_t)outs[0].w->ne0;
+    float *xc = ge_floats(n);
+    if (!xc)
+        return ge_fail(err, GE_E_NOMEM, "out of memory for %d clamped tokens", n_tok);
+    m->kern->clamp(xc, x, (int64_t)n, clip[0], clip[1]); /* exact on every tier */
+    ge_status st = run_many(m, xc, n_tok, NULL, outs, n_outs, fast, wide, err);
+    free(xc);
+    return st;
+}
+
 ge_status ge_linear_many(ge_model *m, const float *x, int n_tok, const ge_linear_out *outs,
                          int n_outs, ge_err *err)
 {
-    return linear_many(m, x, n_tok, outs, n_outs, true, false, err);
+    return linear_many(m, x, n_tok, NULL, outs, n_outs, true, false, err);
 }
 
-ge_status ge_linear_many_media(ge_model *m, const float *x, int n_tok, const ge_linear_out *outs,
-                               int n_outs, ge_err *err)
+ge_status ge_linear_many_media(ge_model *m, const float *x, int n_tok, const float *clip,
+                               const ge_linear_out *outs, int n_outs, ge_err *err)
 {
-    return linear_many(m, x, n_tok, outs, n_outs, true, m->cfg.v[GE_CFG_MEDIA_Q8_WIDE], err);
+    return linear_many(m, x, n_tok, clip, outs, n_outs, true, m->cfg.v[GE_CFG_MEDIA_Q8_WIDE],
+                       err);
 }
 
-ge_status ge_linear_many_ref(ge_model *m, const float *x, int n_tok, const ge_linear_out *outs,
-                             int n_outs, ge_err *err)
+ge_status ge_linear_many_ref(ge_model *m, const float *x, int n_tok, const float *clip,
+                             const ge_linear_out *outs, int n_outs, ge_err *err)
 {
-    return linear_many(m, x, n_tok, outs, n_outs, false, false, err);
+    return linear_many(m, x, n_tok, clip, outs, n_outs, false, false, err);
 }
 
 ge_status ge_linear_prepack(ge_model *m, const ge_tensor *const *ts, size_t n, ge_err *err)

@@ -111,12 +111,14 @@ typedef struct {
 ge_status ge_linear_many(ge_model *m, const float *x, int n_tok, const ge_linear_out *outs,
                          int n_outs, ge_err *err);
 /* The media towers' fast path: as ge_linear_many, with Q8_0 weights by the wide rule
- * (kern.h q8_gemm_wide) when --media-q8-wide is on and the tier has it. */
-ge_status ge_linear_many_media(ge_model *m, const float *x, int n_tok, const ge_linear_out *outs,
-                               int n_outs, ge_err *err);
+ * (kern.h q8_gemm_wide) when --media-q8-wide is on and the tier has it. clip: NULL, or
+ * [lo, hi] to clamp x to first (a clipped linear's input bounds; Q8 GEMMs take it in the
+ * quantiser, other paths from a clamped copy). */
+ge_status ge_linear_many_media(ge_model *m, const float *x, int n_tok, const float *clip,
+                               const ge_linear_out *outs, int n_outs, ge_err *err);
 /* The same through the reference path only (fp32 row dots): the media towers' reference. */
-ge_status ge_linear_many_ref(ge_model *m, const float *x, int n_tok, const ge_linear_out *outs,
-                             int n_outs, ge_err *err);
+ge_status ge_linear_many_ref(ge_model *m, const float *x, int n_tok, const float *clip,
+                             const ge_linear_out *outs, int n_outs, ge_err *err);
 /* Repack weights ts[0..n) for the fast paths now rather than on first use (--prepack). */
 ge_status ge_linear_prepack(ge_model *m, const ge_tensor *const *ts, size_t n, ge_err *err);
 void ge_linear_cache_free(ge_model *m);

@@ -192,8 +192,8 @@ typedef struct {
 static ge_status linear(const path *P, const float *x, int n, const ge_linear_out *o, int n_o,
                         ge_err *err)
 {
-    return P->fast ? ge_linear_many_media(P->m, x, n, o, n_o, err)
-                   : ge_linear_many_ref(P->m, x, n, o, n_o, err);
+    return P->fast ? ge_linear_many_media(P->m, x, n, NULL, o, n_o, err)
+                   : ge_linear_many_ref(P->m, x, n, NULL, o, n_o, err);
 }
 
 /* The workspace, kept between images and grown to the largest grid seen. */

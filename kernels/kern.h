@@ -13,6 +13,7 @@
 #define GE_KERN_H
 
 #include <stddef.h>
+#include <stdbool.h>
 #include <stdint.h>
 
 typedef enum {
@@ -42,6 +43,8 @@ typedef struct {
     int32_t *sum; /* [n_tok][cols / 32]: sum of the block's qs (for the +128 bias trick) */
     int64_t n_tok, cols;
     int span;     /* blocks per scale: 1 or GE_Q8_WIDE (the quantiser reads it) */
+    bool clip;    /* quantise clamp(x) to [lo, hi] (the clamp kernel's rule: NaN passes) */
+    float lo, hi;
 } ge_q8_act;
 
 /* Attention over packed sequences: query token i sees keys j in [key_lo[i], key_hi[i]),

@@ -33,12 +33,17 @@ void ge_q8_avx2_quantize(const float *x, int64_t ldx, int64_t t0, int64_t t1, ge
     const __m256 absmask = _mm256_castsi256_ps(_mm256_set1_epi32(0x7fffffff));
     const __m256 lo = _mm256_set1_ps(-127.0f), hi = _mm256_set1_ps(127.0f);
     const __m256i perm = _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7);
+    const int clip = act->clip; /* clamp first, bound first (a NaN comes through) */
+    const __m256 clo = _mm256_set1_ps(clip ? act->lo : 0.0f);
+    const __m256 chi = _mm256_set1_ps(clip ? act->hi : 0.0f);
     for (int64_t t = t0; t < t1; t++) {
         for (int64_t b = 0; b < nb; b++) {
             const float *xb = x + t * ldx + b * 32;
             __m256 v[4], m = _mm256_setzero_ps();
             for (int k = 0; k < 4; k++) {
                 v[k] = _mm256_loadu_ps(xb + 8 * k);
+                if (clip)
+                    v[k] = _mm256_min_ps(chi, _mm256_max_ps(clo, v[k]));
                 /* max(a, m) keeps m when a is NaN, like the scalar loop */
                 m = _mm256_max_ps(_mm256_and_ps(v[k], absmask), m);
             }

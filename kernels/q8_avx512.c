@@ -34,22 +34,33 @@ static inline int32_t ld32(const void *p)
 
 /* ---- quantiser (bit-identical to ge_q8_scalar_quantize) ------------------------------ */
 
+/* 16 values of x, through the act's clip if it has one (bound first: a NaN comes through,
+ * as in the clamp kernel) */
+static inline __m512 load_x(const float *p, int clip, __m512 clo, __m512 chi)
+{
+    const __m512 v = _mm512_loadu_ps(p);
+    return clip ? _mm512_min_ps(chi, _mm512_max_ps(clo, v)) : v;
+}
+
 void ge_q8_avx512_quantize(const float *x, int64_t ldx, int64_t t0, int64_t t1, ge_q8_act *act)
 {
     const int64_t cols = act->cols, nb = cols / 32, span = act->span > 1 ? act->span : 1;
     const __m512 lo = _mm512_set1_ps(-127.0f), hi = _mm512_set1_ps(127.0f);
+    const int clip = act->clip;
+    const __m512 clo = _mm512_set1_ps(clip ? act->lo : 0.0f);
+    const __m512 chi = _mm512_set1_ps(clip ? act->hi : 0.0f);
     for (int64_t t = t0; t < t1; t++) {
         float d = 0.0f;
         __m512 vid = _mm512_setzero_ps();
         for (int64_t b = 0; b < nb; b++) {
             const float *xb = x + t * ldx + b * 32;
-            __m512 v0 = _mm512_loadu_ps(xb), v1 = _mm512_loadu_ps(xb + 16);
+            __m512 v0 = load_x(xb, clip, clo, chi), v1 = load_x(xb + 16, clip, clo, chi);
             if (b % span == 0) { /* a new scale, over the span's values */
                 /* max(a, m) keeps m when a is NaN, like the scalar loop */
                 __m512 m = _mm512_max_ps(_mm512_abs_ps(v0), _mm512_setzero_ps());
                 m = _mm512_max_ps(_mm512_abs_ps(v1), m);
                 for (int64_t i = 32; i < 32 * span; i += 16)
-                    m = _mm512_max_ps(_mm512_abs_ps(_mm512_loadu_ps(xb + i)), m);
+                    m = _mm512_max_ps(_mm512_abs_ps(load_x(xb + i, clip, clo, chi)), m);
                 float amax = _mm512_reduce_max_ps(m); /* no NaN left: order-free */
                 d = amax / 127.0f;
                 vid = _mm512_set1_ps(d != 0.0f ? 1.0f / d : 0.0f);

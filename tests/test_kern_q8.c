@@ -147,6 +147,7 @@ static void act_alloc(ge_q8_act *a, int64_t n_tok, int64_t cols)
     a->n_tok = n_tok;
     a->cols = cols;
     a->span = wide ? GE_Q8_WIDE : 1;
+    a->clip = false;
     a->qs = xmalloc((size_t)(n_tok * cols));
     a->d = xmalloc((size_t)(n_tok * (cols / 32)) * sizeof(float));
     a->sum = xmalloc((size_t)(n_tok * (cols / 32)) * sizeof(int32_t));
@@ -243,6 +244,29 @@ static void test_quantize(void)
               "untouched %d, first differing byte %lld (%d vs %d)", untouched, (long long)bad,
               bad >= 0 ? got.qs[bad] : 0, bad >= 0 ? ref.qs[bad] : 0);
     }
+    /* the quantiser's clip: the bytes of the clamp kernel, then quantising (every tier) */
+    float *xc = xmalloc((size_t)(n_tok * ldx) * sizeof *xc);
+    static const float bounds[][2] = {{-0.75f, 2.5e-9f}, {-INFINITY, 1e30f}, {3.0f, 3.0f}};
+    for (int i = 0; i < n_vars; i++) {
+        if (!gemm_of(&vars[i].k))
+            continue;
+        int ok = 1;
+        for (size_t c = 0; c < sizeof bounds / sizeof bounds[0]; c++) {
+            vars[i].k.clamp(xc, x, n_tok * ldx, bounds[c][0], bounds[c][1]);
+            vars[i].k.q8_quantize(xc, ldx, 0, n_tok, &ref);
+            got.clip = true, got.lo = bounds[c][0], got.hi = bounds[c][1];
+            vars[i].k.q8_quantize(x, ldx, 0, n_tok, &got);
+            got.clip = false;
+            ok &= memcmp(got.qs, ref.qs, (size_t)(n_tok * cols)) == 0 &&
+                  memcmp(got.d, ref.d, (size_t)(n_tok * nb) * sizeof(float)) == 0 &&
+                  memcmp(got.sum, ref.sum, (size_t)(n_tok * nb) * sizeof(int32_t)) == 0;
+        }
+        check(ok, nm("q8 %s%s quantise with clip = clamp, then quantise", vars[i].name, rule()),
+              "bytes differ");
+    }
+    free(xc);
+    oracle->q8_quantize(x, ldx, 0, n_tok, &ref);
+
     /* sums and ranges of the oracle itself; one scale per span: max |x| / 127 over it */
     int ok = 1, span_ok = 1;
     const int64_t span = wide ? GE_Q8_WIDE : 1;
