@@ -6,6 +6,9 @@
  * of >= 2 ms (20 ms for the peaks) of thread CPU time (tests/bench.h).
  *
  *   bench_q8 [-t tier[,tier...]] [-n ntok[,ntok...]] [-s COLSxROWS[,...]] [--huge] [--scalar]
+ *            [--wide]
+ *
+ * --wide: the media towers' rule (kern.h q8_gemm_wide; shapes with cols % 128 == 0).
  *
  * Tiers: scalar avx2 avxvnni avx512 evex256 (scalar only with --scalar or -t: it is slow).
  * Warm-cache numbers: the same weights are reused sample after sample, so a weight matrix
@@ -26,6 +29,7 @@
 /* ---- GEMM ---------------------------------------------------------------------------- */
 
 static int huge; /* --huge: transparent huge pages for the weights and y */
+static int wide; /* --wide: the media towers' rule (span GE_Q8_WIDE, q8_gemm_wide) */
 
 /* 64-byte aligned; with --huge, 2 MiB aligned and madvise(MADV_HUGEPAGE) */
 static void *alloc(size_t n)
@@ -50,7 +54,8 @@ typedef struct {
 static void run_gemm(void *arg, long call)
 {
     const gemm_job *j = arg;
-    j->k->q8_gemm(j->pk, j->rows, j->cols, j->a, 0, j->n_tok, 0, j->rows, j->y, j->rows);
+    (wide ? j->k->q8_gemm_wide : j->k->q8_gemm)(j->pk, j->rows, j->cols, j->a, 0, j->n_tok, 0,
+                                                j->rows, j->y, j->rows);
 }
 
 static double bench_gemm(const ge_kern *k, int64_t cols, int64_t rows, int64_t n_tok)
@@ -69,7 +74,8 @@ static double bench_gemm(const ge_kern *k, int64_t cols, int64_t rows, int64_t n
     for (int64_t i = 0; i < n_tok * cols; i++)
         x[i] = (float)((int)(rnd() % 2001) - 1000) * 1e-3f;
     ge_q8_act a = {malloc((size_t)(n_tok * cols)), malloc((size_t)(n_tok * nb) * 4),
-                   malloc((size_t)(n_tok * nb) * 4), n_tok, cols};
+                   malloc((size_t)(n_tok * nb) * 4), n_tok, cols, wide ? GE_Q8_WIDE : 1, false,
+                   0.0f, 0.0f};
     k->q8_quantize(x, cols, 0, n_tok, &a);
     float *y = alloc((size_t)(n_tok * rows) * sizeof *y); /* rows * 4 % 64 == 0: rows aligned */
 
@@ -114,9 +120,12 @@ int main(int argc, char **argv)
             huge = 1;
         } else if (strcmp(argv[i], "--scalar") == 0) {
             scalar = 1;
+        } else if (strcmp(argv[i], "--wide") == 0) {
+            wide = 1;
         } else {
             fprintf(stderr,
-                    "usage: %s [-t tiers] [-n ntoks] [-s COLSxROWS,...] [--huge] [--scalar]\n",
+                    "usage: %s [-t tiers] [-n ntoks] [-s COLSxROWS,...] [--huge] [--scalar] "
+                    "[--wide]\n",
                     argv[0]);
             return 2;
         }
@@ -148,7 +157,8 @@ int main(int argc, char **argv)
     for (int t = 0; t < GE_TIER_COUNT; t++) {
         const char *name = ge_tier_name((ge_tier)t);
         if (!ge_tier_supported(&f, (ge_tier)t) || !in_list(tiers, name) ||
-            (t == GE_TIER_SCALAR && tiers == NULL && !scalar))
+            (t == GE_TIER_SCALAR && tiers == NULL && !scalar) ||
+            (wide && !ge_kern_get((ge_tier)t)->q8_gemm_wide))
             continue;
         v[n_v].name = name;
         v[n_v++].k = *ge_kern_get((ge_tier)t);
