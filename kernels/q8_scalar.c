@@ -131,10 +131,23 @@ void ge_q8_scalar_quantize(const float *x, int64_t ldx, int64_t t0, int64_t t1, 
 
 /* ---- GEMM ---------------------------------------------------------------------------- */
 
-void ge_q8_scalar_gemm(const void *packed, int64_t rows, int64_t cols, const ge_q8_act *act,
-                       int64_t t0, int64_t t1, int64_t r0, int64_t r1, float *y, int64_t ldy)
+/* One packed block (G = 1) at wp against 32 activation bytes: the exact int32 dot; its row
+ * scale in *dw. */
+static int32_t block_dot(const uint8_t *wp, const int8_t *ab, float *dw)
 {
-    const int64_t nb = cols / GE_QK8_0;
+    const int8_t *w = (const int8_t *)wp;
+    int32_t isum = 0;
+    for (int i = 0; i < GE_QK8_0; i++)
+        isum += w[i] * ab[i];
+    memcpy(dw, wp + GE_QK8_0, 4);
+    return isum;
+}
+
+/* y[t][o] for the task's range, by the Q8_0 rule or (wide) the wide rule (q8.h) */
+static void gemm(int wide, const void *packed, int64_t cols, const ge_q8_act *act, int64_t t0,
+                 int64_t t1, int64_t r0, int64_t r1, float *y, int64_t ldy)
+{
+    const int64_t nb = cols / GE_QK8_0, step = wide ? GE_Q8_WIDE : 1;
     const uint8_t *pk = packed;
     for (int64_t t = t0; t < t1; t++) {
         const int8_t *a = act->qs + t * cols;
@@ -142,48 +155,33 @@ void ge_q8_scalar_gemm(const void *packed, int64_t rows, int64_t cols, const ge_
         for (int64_t o = r0; o < r1; o++) {
             const uint8_t *wp = pk + o * nb * GE_Q8_BLOCK_BYTES(1);
             float acc = 0.0f;
-            for (int64_t b = 0; b < nb; b++, wp += GE_Q8_BLOCK_BYTES(1)) {
-                const int8_t *w = (const int8_t *)wp;
-                const int8_t *ab = a + b * GE_QK8_0;
-                int32_t isum = 0;
-                for (int i = 0; i < GE_QK8_0; i++)
-                    isum += w[i] * ab[i];
-                float dw;
-                memcpy(&dw, wp + GE_QK8_0, 4);
-                acc = acc + (float)isum * (dw * da[b]);
+            for (int64_t s = 0; s < nb; s += step) {
+                float p = 0.0f; /* wide: the span's sum of isum * dw */
+                for (int64_t b = s; b < s + step; b++, wp += GE_Q8_BLOCK_BYTES(1)) {
+                    float dw;
+                    const int32_t isum = block_dot(wp, a + b * GE_QK8_0, &dw);
+                    if (wide)
+                        p = p + (float)isum * dw;
+                    else
+                        acc = acc + (float)isum * (dw * da[b]);
+                }
+                if (wide)
+                    acc = acc + p * da[s];
             }
             y[t * ldy + o] = acc;
         }
     }
 }
 
+void ge_q8_scalar_gemm(const void *packed, int64_t rows, int64_t cols, const ge_q8_act *act,
+                       int64_t t0, int64_t t1, int64_t r0, int64_t r1, float *y, int64_t ldy)
+{
+    gemm(0, packed, cols, act, t0, t1, r0, r1, y, ldy);
+}
+
 void ge_q8_scalar_gemm_wide(const void *packed, int64_t rows, int64_t cols,
                             const ge_q8_act *act, int64_t t0, int64_t t1, int64_t r0,
                             int64_t r1, float *y, int64_t ldy)
 {
-    const int64_t nb = cols / GE_QK8_0;
-    const uint8_t *pk = packed;
-    for (int64_t t = t0; t < t1; t++) {
-        const int8_t *a = act->qs + t * cols;
-        const float *da = act->d + t * nb;
-        for (int64_t o = r0; o < r1; o++) {
-            const uint8_t *wp = pk + o * nb * GE_Q8_BLOCK_BYTES(1);
-            float acc = 0.0f;
-            for (int64_t s = 0; s < nb; s += GE_Q8_WIDE) {
-                float p = 0.0f;
-                for (int64_t b = s; b < s + GE_Q8_WIDE; b++, wp += GE_Q8_BLOCK_BYTES(1)) {
-                    const int8_t *w = (const int8_t *)wp;
-                    const int8_t *ab = a + b * GE_QK8_0;
-                    int32_t isum = 0;
-                    for (int i = 0; i < GE_QK8_0; i++)
-                        isum += w[i] * ab[i];
-                    float dw;
-                    memcpy(&dw, wp + GE_QK8_0, 4);
-                    p = p + (float)isum * dw;
-                }
-                acc = acc + p * da[s];
-            }
-            y[t * ldy + o] = acc;
-        }
-    }
+    gemm(1, packed, cols, act, t0, t1, r0, r1, y, ldy);
 }
