@@ -308,7 +308,7 @@ ge_status ge_audio_tower_prepack(ge_model *m, const ge_audio_tower *t, ge_err *e
 /* ---- forward ------------------------------------------------------------------------------ */
 
 #define ROW_BLOCK 32  /* tokens per task of the row passes */
-#define CHUNK 256     /* tokens per FFN / GLU GEMM pass: bounds the [tokens][hw] buffer (4 MB: stays in L3) */
+#define CHUNK 256     /* tokens per FFN / GLU GEMM pass (its [tokens][hw] buffer: 4 MB, in L3) */
 #define SUB_ROWS 16   /* sub-sampler output rows per chunk: bounds its patch buffers */
 
 typedef struct {
