@@ -42,70 +42,6 @@ static inline __m512 load_x(const float *p, int clip, __m512 clo, __m512 chi)
     return clip ? _mm512_min_ps(chi, _mm512_max_ps(clo, v)) : v;
 }
 
-/* The four lane sums of a, b, c, d in lanes 0..3 (integer: any order is exact). */
-static inline __m128i sum4_epi32(__m512i a, __m512i b, __m512i c, __m512i d)
-{
-    const __m512i ab = _mm512_add_epi32(_mm512_unpacklo_epi32(a, b), _mm512_unpackhi_epi32(a, b));
-    const __m512i cd = _mm512_add_epi32(_mm512_unpacklo_epi32(c, d), _mm512_unpackhi_epi32(c, d));
-    __m512i x = _mm512_add_epi32(_mm512_unpacklo_epi64(ab, cd), _mm512_unpackhi_epi64(ab, cd));
-    x = _mm512_add_epi32(x, _mm512_shuffle_i32x4(x, x, _MM_SHUFFLE(1, 0, 3, 2)));
-    x = _mm512_add_epi32(x, _mm512_shuffle_i32x4(x, x, _MM_SHUFFLE(2, 3, 0, 1)));
-    return _mm512_castsi512_si128(x);
-}
-
-/* The four lane maxima of a, b, c, d (NaN-free inputs: any order is exact). */
-static inline __m128 max4_ps(__m512 a, __m512 b, __m512 c, __m512 d)
-{
-    const __m512 ab = _mm512_max_ps(_mm512_unpacklo_ps(a, b), _mm512_unpackhi_ps(a, b));
-    const __m512 cd = _mm512_max_ps(_mm512_unpacklo_ps(c, d), _mm512_unpackhi_ps(c, d));
-    __m512 x = _mm512_max_ps(
-        _mm512_castpd_ps(_mm512_unpacklo_pd(_mm512_castps_pd(ab), _mm512_castps_pd(cd))),
-        _mm512_castpd_ps(_mm512_unpackhi_pd(_mm512_castps_pd(ab), _mm512_castps_pd(cd))));
-    x = _mm512_max_ps(x, _mm512_shuffle_f32x4(x, x, _MM_SHUFFLE(1, 0, 3, 2)));
-    x = _mm512_max_ps(x, _mm512_shuffle_f32x4(x, x, _MM_SHUFFLE(2, 3, 0, 1)));
-    return _mm512_castps512_ps128(x);
-}
-
-/* Four blocks (128 values) from xb, d per block (span 1) or one d (span 4), into q, d, sum.
- * The horizontal steps (max, sum) and the int8 packing are done for the four blocks at once:
- * one reduction per block cost more than the block's arithmetic. */
-static inline void quad(const float *xb, int span, int clip, __m512 clo, __m512 chi, int8_t *q,
-                        float *d, int32_t *sum)
-{
-    const __m512 lo = _mm512_set1_ps(-127.0f), hi = _mm512_set1_ps(127.0f);
-    __m512 v[8], m[4];
-    for (int k = 0; k < 8; k++)
-        v[k] = load_x(xb + 16 * k, clip, clo, chi);
-    /* max(a, m) keeps m when a is NaN, like the scalar loop */
-    for (int k = 0; k < 4; k++)
-        m[k] = _mm512_max_ps(_mm512_abs_ps(v[2 * k + 1]),
-                             _mm512_max_ps(_mm512_abs_ps(v[2 * k]), _mm512_setzero_ps()));
-    if (span == GE_Q8_WIDE)
-        m[0] = m[1] = m[2] = m[3] =
-            _mm512_max_ps(_mm512_max_ps(m[0], m[1]), _mm512_max_ps(m[2], m[3]));
-    const __m128 dv = _mm_div_ps(max4_ps(m[0], m[1], m[2], m[3]), _mm_set1_ps(127.0f));
-    const __m128 idv = _mm_maskz_div_ps(_mm_cmp_ps_mask(dv, _mm_setzero_ps(), _CMP_NEQ_OQ),
-                                        _mm_set1_ps(1.0f), dv);
-    _mm_storeu_ps(d, dv);
-    __m512i qi[8];
-    for (int k = 0; k < 8; k++) {
-        const __m512 id = _mm512_permutexvar_ps(_mm512_set1_epi32(k / 2),
-                                                _mm512_castps128_ps512(idv));
-        qi[k] = _mm512_cvtps_epi32(_mm512_min_ps(_mm512_max_ps(_mm512_mul_ps(v[k], id), lo), hi));
-    }
-    _mm_storeu_si128((__m128i *)sum,
-                     sum4_epi32(_mm512_add_epi32(qi[0], qi[1]), _mm512_add_epi32(qi[2], qi[3]),
-                                _mm512_add_epi32(qi[4], qi[5]), _mm512_add_epi32(qi[6], qi[7])));
-    /* int8 in [-127, 127] (the packs never saturate); packs work per 128-bit lane, so
-     * dword 4L + j of a packed register is 4 values of its source j at offset 4L */
-    const __m512i idx = _mm512_setr_epi32(0, 4, 8, 12, 1, 5, 9, 13, 2, 6, 10, 14, 3, 7, 11, 15);
-    for (int h = 0; h < 2; h++) {
-        const __m512i p = _mm512_packs_epi16(_mm512_packs_epi32(qi[4 * h], qi[4 * h + 1]),
-                                             _mm512_packs_epi32(qi[4 * h + 2], qi[4 * h + 3]));
-        _mm512_storeu_si512(q + 64 * h, _mm512_permutexvar_epi32(idx, p));
-    }
-}
-
 void ge_q8_avx512_quantize(const float *x, int64_t ldx, int64_t t0, int64_t t1, ge_q8_act *act)
 {
     const int64_t cols = act->cols, nb = cols / 32, span = act->span > 1 ? act->span : 1;
@@ -114,12 +50,6 @@ void ge_q8_avx512_quantize(const float *x, int64_t ldx, int64_t t0, int64_t t1, 
     const __m512 clo = _mm512_set1_ps(clip ? act->lo : 0.0f);
     const __m512 chi = _mm512_set1_ps(clip ? act->hi : 0.0f);
     for (int64_t t = t0; t < t1; t++) {
-        if (nb % 4 == 0 && (span == 1 || span == GE_Q8_WIDE)) {
-            for (int64_t b = 0; b < nb; b += 4)
-                quad(x + t * ldx + b * 32, (int)span, clip, clo, chi, act->qs + t * cols + b * 32,
-                     act->d + t * nb + b, act->sum + t * nb + b);
-            continue;
-        }
         float d = 0.0f;
         __m512 vid = _mm512_setzero_ps();
         for (int64_t b = 0; b < nb; b++) {
