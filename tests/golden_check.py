@@ -41,7 +41,7 @@ NORM_TOL = 1e-4
 TIMEOUT = 600
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from selfcheck import report as report_any, sha256  # noqa: E402
+from selfcheck import cosine, report as report_any, sha256  # noqa: E402
 from selfcheck import finish as finish_script  # noqa: E402
 
 
@@ -56,14 +56,6 @@ def finish():
 def normalize(v):
     n = math.sqrt(sum(x * x for x in v))
     return [x / n for x in v] if n > 0 else list(v)
-
-
-def cosine(a, b):
-    na = math.sqrt(sum(x * x for x in a))
-    nb = math.sqrt(sum(x * x for x in b))
-    if na == 0 or nb == 0:
-        return float("nan")
-    return sum(x * y for x, y in zip(a, b)) / (na * nb)
 
 
 def write_input(path, records, with_prompt=True):

@@ -2,7 +2,8 @@
 ref_vision_selftest.py, ref_audio_selftest.py, golden_check.py, the image, audio and video
 golden checks): "PASS: name" / "FAIL: name: detail" / "SKIP: name: why" lines, as tests/run
 counts them, and the totals for the script's exit status; and what the golden checks share:
-cosine() and run_jsonl(), the binary's JSONL records by id."""
+cosine() and run_jsonl(), the binary's JSONL records by id; and what the CLI scripts
+(test_audio_cli.sh, test_video_cli.sh) share: run_rows() and write_jsonl()."""
 import hashlib
 import json
 import math
@@ -92,3 +93,22 @@ def run_jsonl(cmd, cwd, timeout, expect_errors=False):
             p.returncode, 1 if expect_errors else 0, json.dumps(errs[0]) if errs else "none",
             p.stderr.decode("utf-8", "replace")[-300:].strip())
     return out, None
+
+
+def run_rows(cmd, cwd, timeout, env=None):
+    """Run cmd in cwd: (exit status, its stdout lines as JSON values, {"bad line": line} for
+    a line that is not JSON, its stderr)."""
+    r = subprocess.run(cmd, capture_output=True, text=True, cwd=cwd, timeout=timeout, env=env)
+    rows = []
+    for line in r.stdout.splitlines():
+        try:
+            rows.append(json.loads(line))
+        except ValueError:
+            rows.append({"bad line": line})
+    return r.returncode, rows, r.stderr
+
+
+def write_jsonl(path, records):
+    with open(path, "w") as f:
+        for r in records:
+            f.write(json.dumps(r) + "\n")

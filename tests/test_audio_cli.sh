@@ -33,7 +33,9 @@ exec "$PYTHON" - "$BIN" "$dir" <<'EOF'
 import base64, json, math, os, struct, subprocess, sys, wave
 import numpy as np
 sys.path.insert(0, "tools/ref")
+sys.path.insert(0, "tests")
 import gguf
+from selfcheck import run_rows, write_jsonl
 
 # the runs work in d (the records name their clips relative to it)
 BIN, d = os.path.abspath(sys.argv[1]), sys.argv[2]
@@ -48,23 +50,13 @@ def check(ok, name, detail=""):
     nfail += 0 if ok else 1
 
 def run(*args, model=TEXT):
-    r = subprocess.run([BIN, "-m", model, *args], capture_output=True, text=True, cwd=d,
-                       timeout=120)
-    rows = []
-    for line in r.stdout.splitlines():
-        try:
-            rows.append(json.loads(line))
-        except ValueError:
-            rows.append({"bad line": line})
-    return r.returncode, rows, r.stderr
+    return run_rows([BIN, "-m", model, *args], d, 120)
 
 def p(name):
     return os.path.join(d, name)
 
 def put_jsonl(name, recs):
-    with open(p(name), "w") as f:
-        for r in recs:
-            f.write(json.dumps(r) + "\n")
+    write_jsonl(p(name), recs)
 
 # ---- the clips --------------------------------------------------------------------------
 rng = np.random.default_rng(3)

@@ -26,7 +26,9 @@ exec "$PYTHON" - "$BIN" "$dir" <<'EOF'
 import json, math, os, subprocess, sys, wave
 import numpy as np
 sys.path.insert(0, "tools/ref")
+sys.path.insert(0, "tests")
 import gguf
+from selfcheck import run_rows, write_jsonl
 
 BIN, d = os.path.abspath(sys.argv[1]), sys.argv[2]
 TEXT, VISION, BOTH = (os.path.abspath("testdata/tiny-%s.gguf" % k) for k in
@@ -40,23 +42,13 @@ def check(ok, name, detail=""):
 
 def run(*args, env=None, mmproj=BOTH):
     cmd = [BIN, "-m", TEXT] + (["--mmproj", mmproj] if mmproj else []) + list(args)
-    r = subprocess.run(cmd, capture_output=True, text=True, cwd=d, timeout=300,
-                       env=dict(os.environ, **(env or {})))
-    rows = []
-    for line in r.stdout.splitlines():
-        try:
-            rows.append(json.loads(line))
-        except ValueError:
-            rows.append({"bad line": line})
-    return r.returncode, rows, r.stderr
+    return run_rows(cmd, d, 300, env=dict(os.environ, **(env or {})))
 
 def p(name):
     return os.path.join(d, name)
 
 def put_jsonl(name, recs):
-    with open(p(name), "w") as f:
-        for r in recs:
-            f.write(json.dumps(r) + "\n")
+    write_jsonl(p(name), recs)
 
 def ffmpeg(*args):
     subprocess.run(["ffmpeg", "-nostdin", "-loglevel", "error", "-y", *args], check=True, cwd=d)
