@@ -50,30 +50,28 @@ void ge_q8_avx512_quantize(const float *x, int64_t ldx, int64_t t0, int64_t t1, 
     const __m512 clo = _mm512_set1_ps(clip ? act->lo : 0.0f);
     const __m512 chi = _mm512_set1_ps(clip ? act->hi : 0.0f);
     for (int64_t t = t0; t < t1; t++) {
-        float d = 0.0f;
-        __m512 vid = _mm512_setzero_ps();
-        for (int64_t b = 0; b < nb; b++) {
-            const float *xb = x + t * ldx + b * 32;
-            __m512 v0 = load_x(xb, clip, clo, chi), v1 = load_x(xb + 16, clip, clo, chi);
-            if (b % span == 0) { /* a new scale, over the span's values */
-                /* max(a, m) keeps m when a is NaN, like the scalar loop */
-                __m512 m = _mm512_max_ps(_mm512_abs_ps(v0), _mm512_setzero_ps());
-                m = _mm512_max_ps(_mm512_abs_ps(v1), m);
-                for (int64_t i = 32; i < 32 * span; i += 16)
-                    m = _mm512_max_ps(_mm512_abs_ps(load_x(xb + i, clip, clo, chi)), m);
-                float amax = _mm512_reduce_max_ps(m); /* no NaN left: order-free */
-                d = amax / 127.0f;
-                vid = _mm512_set1_ps(d != 0.0f ? 1.0f / d : 0.0f);
+        for (int64_t s = 0; s < nb; s += span) { /* a scale per span (cols holds whole spans) */
+            /* max(a, m) keeps m when a is NaN, like the scalar loop */
+            __m512 m = _mm512_setzero_ps();
+            for (int64_t i = 0; i < 32 * span; i += 16)
+                m = _mm512_max_ps(_mm512_abs_ps(load_x(x + t * ldx + s * 32 + i, clip, clo, chi)),
+                                  m);
+            const float amax = _mm512_reduce_max_ps(m); /* no NaN left: order-free */
+            const float d = amax / 127.0f;
+            const __m512 vid = _mm512_set1_ps(d != 0.0f ? 1.0f / d : 0.0f);
+            for (int64_t b = s; b < s + span; b++) {
+                const float *xb = x + t * ldx + b * 32;
+                __m512 v0 = load_x(xb, clip, clo, chi), v1 = load_x(xb + 16, clip, clo, chi);
+                __m512i q0 = _mm512_cvtps_epi32(
+                    _mm512_min_ps(_mm512_max_ps(_mm512_mul_ps(v0, vid), lo), hi));
+                __m512i q1 = _mm512_cvtps_epi32(
+                    _mm512_min_ps(_mm512_max_ps(_mm512_mul_ps(v1, vid), lo), hi));
+                int8_t *q = act->qs + t * cols + b * 32;
+                _mm_storeu_si128((__m128i *)q, _mm512_cvtsepi32_epi8(q0));
+                _mm_storeu_si128((__m128i *)(q + 16), _mm512_cvtsepi32_epi8(q1));
+                act->d[t * nb + b] = d;
+                act->sum[t * nb + b] = _mm512_reduce_add_epi32(_mm512_add_epi32(q0, q1));
             }
-            __m512i q0 = _mm512_cvtps_epi32(
-                _mm512_min_ps(_mm512_max_ps(_mm512_mul_ps(v0, vid), lo), hi));
-            __m512i q1 = _mm512_cvtps_epi32(
-                _mm512_min_ps(_mm512_max_ps(_mm512_mul_ps(v1, vid), lo), hi));
-            int8_t *q = act->qs + t * cols + b * 32;
-            _mm_storeu_si128((__m128i *)q, _mm512_cvtsepi32_epi8(q0));
-            _mm_storeu_si128((__m128i *)(q + 16), _mm512_cvtsepi32_epi8(q1));
-            act->d[t * nb + b] = d;
-            act->sum[t * nb + b] = _mm512_reduce_add_epi32(_mm512_add_epi32(q0, q1));
         }
     }
 }

@@ -91,40 +91,36 @@ void ge_q8_scalar_quantize(const float *x, int64_t ldx, int64_t t0, int64_t t1, 
     const int64_t cols = act->cols, nb = cols / GE_QK8_0, span = act->span > 1 ? act->span : 1;
     float buf[GE_QK8_0 * GE_Q8_WIDE]; /* one span, clipped */
     for (int64_t t = t0; t < t1; t++) {
-        float d = 0.0f, id = 0.0f;
-        for (int64_t b = 0; b < nb; b++) {
-            const float *xb = x + t * ldx + b * GE_QK8_0;
-            if (b % span == 0) { /* a new scale, over the span's values */
-                const float *xs = xb;
-                if (act->clip) { /* the clamp kernel's comparisons (a NaN comes through) */
-                    for (int i = 0; i < GE_QK8_0 * span; i++) {
-                        const float v = xs[i] < act->lo ? act->lo : xs[i];
-                        buf[i] = v > act->hi ? act->hi : v;
-                    }
-                }
-                if (act->clip)
-                    xs = buf;
-                float amax = 0.0f;
+        for (int64_t s = 0; s < nb; s += span) { /* a scale per span (cols holds whole spans) */
+            const float *xs = x + t * ldx + s * GE_QK8_0;
+            if (act->clip) { /* the clamp kernel's comparisons (a NaN comes through) */
                 for (int i = 0; i < GE_QK8_0 * span; i++) {
-                    float a = xs[i] < 0 ? -xs[i] : xs[i];
-                    amax = a > amax ? a : amax;
+                    const float v = xs[i] < act->lo ? act->lo : xs[i];
+                    buf[i] = v > act->hi ? act->hi : v;
                 }
-                d = amax / 127.0f, id = d != 0.0f ? 1.0f / d : 0.0f;
+                xs = buf;
             }
-            if (act->clip)
-                xb = buf + b % span * GE_QK8_0;
-            int8_t *q = act->qs + t * cols + b * GE_QK8_0;
-            int32_t sum = 0;
-            for (int i = 0; i < GE_QK8_0; i++) {
-                float v = xb[i] * id;
-                v = v > -127.0f ? v : -127.0f;
-                v = v < 127.0f ? v : 127.0f;
-                float r = v + 12582912.0f; /* exact ints from here: (r - 1.5*2^23) is q */
-                q[i] = (int8_t)(int)(r - 12582912.0f);
-                sum += q[i];
+            float amax = 0.0f;
+            for (int i = 0; i < GE_QK8_0 * span; i++) {
+                float a = xs[i] < 0 ? -xs[i] : xs[i];
+                amax = a > amax ? a : amax;
             }
-            act->d[t * nb + b] = d;
-            act->sum[t * nb + b] = sum;
+            const float d = amax / 127.0f, id = d != 0.0f ? 1.0f / d : 0.0f;
+            for (int64_t b = s; b < s + span; b++) {
+                const float *xb = xs + (b - s) * GE_QK8_0;
+                int8_t *q = act->qs + t * cols + b * GE_QK8_0;
+                int32_t sum = 0;
+                for (int i = 0; i < GE_QK8_0; i++) {
+                    float v = xb[i] * id;
+                    v = v > -127.0f ? v : -127.0f;
+                    v = v < 127.0f ? v : 127.0f;
+                    float r = v + 12582912.0f; /* exact ints from here: (r - 1.5*2^23) is q */
+                    q[i] = (int8_t)(int)(r - 12582912.0f);
+                    sum += q[i];
+                }
+                act->d[t * nb + b] = d;
+                act->sum[t * nb + b] = sum;
+            }
         }
     }
 }
