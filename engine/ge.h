@@ -37,6 +37,14 @@ void ge_err_prefix(ge_err *err, const char *fmt, ...) __attribute__((format(prin
 /* Short stable name of a status ("format", "limit", ...), for error records. */
 const char *ge_status_name(ge_status code);
 
+/* ---- files the engine reads (files.c) -------------------------------------------------------
+ * Model files and media files must be regular files: a FIFO, a device or a socket could block
+ * an open() or read() forever (a writer that never comes) or change under the reader. */
+
+/* Open path for reading (O_CLOEXEC) without ever blocking in open(): a descriptor >= 0, or
+ * -1 with GE_E_IO naming the path and what it is ("a FIFO", "a directory", ...). */
+int ge_open_regular(const char *path, ge_err *err);
+
 /* ---- UTF-8 ------------------------------------------------------------------------------ */
 
 /* Length of the valid UTF-8 sequence at s[0..n) (shortest form, no surrogates, at most

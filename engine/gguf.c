@@ -276,18 +276,14 @@ static ge_status parse(ge_gguf *g, ge_err *err)
 ge_status ge_gguf_open(ge_gguf **out, const char *path, ge_err *err)
 {
     *out = NULL;
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    int fd = ge_open_regular(path, err);
     if (fd < 0)
-        return ge_fail(err, GE_E_IO, "%s: cannot open: %s", path, strerror(errno));
+        return GE_E_IO;
     struct stat sb;
     if (fstat(fd, &sb) != 0) {
         int e = errno;
         close(fd);
         return ge_fail(err, GE_E_IO, "%s: cannot stat: %s", path, strerror(e));
-    }
-    if (!S_ISREG(sb.st_mode)) {
-        close(fd);
-        return ge_fail(err, GE_E_IO, "%s: not a regular file", path);
     }
     if (sb.st_size < 24) {
         close(fd);
