@@ -5,6 +5,7 @@
  * 0 all records embedded, 1 some records failed, 2 usage, 3 model could not be loaded,
  * 4 I/O error on input or output. */
 #include <errno.h>
+#include <fcntl.h>
 #include <pthread.h>
 #include <stdatomic.h>
 #include <signal.h>
@@ -15,6 +16,7 @@
 #include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
+#include <xxhash.h>
 
 #include "bench.h"
 #include "ge.h"
@@ -22,7 +24,9 @@
 #include "msg.h"
 #include "opts.h"
 #include "output.h"
+#include "paths.h"
 #include "pipeline.h"
+#include "resume.h"
 
 #ifndef GEMMAEMBED_VERSION
 #define GEMMAEMBED_VERSION "0.1.0"
@@ -47,24 +51,118 @@ static int unknown_prompt(const char *name)
     return EXIT_USAGE;
 }
 
-/* Would writing to output (a path, or NULL/"-" for stdout) destroy one of the inputs?
- * Opening the output truncates it before the input is read. */
-static const char *clobbers_input(const ge_opts *o)
+/* Descriptors 0-2 closed at start-up would be handed to the first files the run opens (a
+ * state file read as input, error records written into a model): each closed one is held by
+ * /dev/null instead, and using it for records is an error (closed_std). */
+static bool g_std_closed[3];
+
+static void hold_std_descriptors(void)
 {
-    struct stat out, in;
-    bool to_stdout = !o->output || strcmp(o->output, "-") == 0;
-    if (to_stdout ? fstat(STDOUT_FILENO, &out) != 0 : stat(o->output, &out) != 0)
-        return NULL;
-    if (!S_ISREG(out.st_mode))
-        return NULL;
+    for (int fd = 0; fd < 3; fd++) {
+        if (fcntl(fd, F_GETFD) >= 0 || errno != EBADF)
+            continue;
+        g_std_closed[fd] = true;
+        int n = open("/dev/null", fd ? O_WRONLY : O_RDONLY); /* the lowest free: fd itself */
+        if (n >= 0 && n != fd) {
+            dup2(n, fd);
+            close(n);
+        }
+    }
+}
+
+static int closed_std(int fd)
+{
+    ge_say("standard %s is closed", fd == 0 ? "input" : "output");
+    return EXIT_IO;
+}
+
+/* Every file the run reads or writes, for ge_paths_check: an output must not destroy the
+ * model, an input or another output. */
+static size_t path_uses(const ge_opts *o, const ge_out_cfg *oc, ge_path_use *u,
+                        char names[][4200])
+{
+    size_t n = 0;
+    u[n++] = (ge_path_use){o->model, -1, "the model (-m)", false};
+    for (int i = 0; i < o->n_mmproj; i++)
+        u[n++] = (ge_path_use){o->mmproj[i], -1, "an mmproj (--mmproj)", false};
     for (int i = 0; i < (o->nfiles ? o->nfiles : 1); i++) {
         const char *f = o->nfiles ? o->files[i] : "-";
-        if (strcmp(f, "-") == 0 ? fstat(STDIN_FILENO, &in) != 0 : stat(f, &in) != 0)
-            continue;
-        if (in.st_dev == out.st_dev && in.st_ino == out.st_ino)
-            return f;
+        u[n++] = strcmp(f, "-") == 0 ? (ge_path_use){NULL, 0, "the input", false}
+                                     : (ge_path_use){f, -1, "an input", false};
     }
-    return NULL;
+    if (o->bench) {
+        if (o->bench_json)
+            u[n++] = (ge_path_use){o->bench_json, -1, "the --bench-json file", true};
+        return n;
+    }
+    bool to_std = !oc->path || strcmp(oc->path, "-") == 0;
+    bool binary = oc->format != GE_FMT_JSONL;
+    u[n++] = to_std ? (ge_path_use){NULL, 1, "the output", true}
+                    : (ge_path_use){oc->path, -1, "the output (-o)", true};
+    if (ge_out_has_state(oc)) {
+        snprintf(names[0], sizeof names[0], "%s.resume", oc->path);
+        u[n++] = (ge_path_use){names[0], -1, "the output's resume state", true};
+    }
+    if (binary && oc->format != GE_FMT_NPZ && (oc->ids || (!to_std &&
+                                                           ge_path_descriptor(oc->path) < 0))) {
+        if (!oc->ids)
+            snprintf(names[1], sizeof names[1], "%s.ids.jsonl", oc->path);
+        u[n++] = (ge_path_use){oc->ids ? oc->ids : names[1], -1, "the ids file", true};
+    }
+    if (oc->errors)
+        u[n++] = (ge_path_use){oc->errors, -1, "the errors file (--errors)", true};
+    else if (binary)
+        u[n++] = (ge_path_use){NULL, 2, "the error records", true};
+    return n;
+}
+
+/* What decides the rows besides the output's own settings (resume.h): the model files by
+ * content, the prompt, the input format, the media options and the switches that change
+ * numbers. Only built for an output that keeps a state file (hashing reads every byte). */
+static ge_status fingerprint(const ge_opts *o, const char *prefix, ge_fingerprint *fp,
+                             ge_err *err)
+{
+    unsigned long long size, hash, mh[2][2];
+    const char *name;
+    ge_fp_add(fp, "version", "%s", GEMMAEMBED_VERSION);
+    ge_status st = ge_file_digest(o->model, &size, &hash, err);
+    if (st)
+        return st;
+    name = strrchr(o->model, '/');
+    ge_fp_add(fp, "model", "%llu bytes, xxh3 %016llx  # %s", size, hash,
+              name ? name + 1 : o->model);
+    for (int i = 0; i < o->n_mmproj; i++)
+        if ((st = ge_file_digest(o->mmproj[i], &mh[i][0], &mh[i][1], err)))
+            return st;
+    if (o->n_mmproj == 2 && mh[0][1] > mh[1][1]) /* the order of the flags does not matter */
+        for (int k = 0; k < 2; k++) {
+            unsigned long long t = mh[0][k];
+            mh[0][k] = mh[1][k];
+            mh[1][k] = t;
+        }
+    for (int i = 0; i < o->n_mmproj; i++)
+        ge_fp_add(fp, i ? "mmproj2" : "mmproj", "%llu bytes, xxh3 %016llx", mh[i][0], mh[i][1]);
+    if (prefix)
+        ge_fp_add(fp, "prompt", "%zu bytes, xxh3 %016llx  # \"%.40s\"", strlen(prefix),
+                  (unsigned long long)XXH3_64bits(prefix, strlen(prefix)), prefix);
+    else
+        ge_fp_add(fp, "prompt", "none");
+    static const char *const input[] = {"auto", "jsonl", "lines", "files"};
+    ge_fp_add(fp, "input", "%s", input[o->input]);
+    ge_fp_add(fp, "truncate", "%s", o->truncate ? "on" : "off");
+    ge_fp_add(fp, "image-tokens", "%d", o->image_tokens);
+    ge_fp_add(fp, "audio-max-seconds", "%.17g", o->audio_max_seconds);
+    ge_fp_add(fp, "video-fps", "%.17g", o->video_fps);
+    ge_fp_add(fp, "video-frames", "%d", o->video_frames);
+    ge_fp_add(fp, "video-tokens", "%d", o->video_tokens);
+    size_t nsw;
+    const ge_switch *sw = ge_config_switches(&nsw);
+    char val[64];
+    for (size_t i = 0; i < nsw; i++)
+        if (sw[i].changes_rows)
+            ge_fp_add(fp, sw[i].flag, "%s", ge_config_value_text(&o->cfg, &sw[i], val,
+                                                                  sizeof val));
+    return GE_OK;
 }
 
 /* SIGINT / SIGTERM: the signal number; the reader stops reading, the records in flight are
@@ -85,6 +183,16 @@ static void on_stop(int sig)
 }
 
 static void on_wake(int sig) { (void)sig; }
+
+/* SIGBUS: a model file cut short on disk while mapped. The engine swaps in zero pages so the
+ * read goes on, and the pipeline stops before writing anything computed since. Any other
+ * SIGBUS is fatal as usual: the default action, once the faulting access is retried. */
+static void on_bus(int sig, siginfo_t *si, void *uc)
+{
+    (void)uc;
+    if (!ge_mapping_fault(si->si_addr))
+        signal(sig, SIG_DFL);
+}
 
 /* argv as a shell command line: each word single-quoted unless it is plainly safe. */
 static void print_command(FILE *f, int argc, char **argv, const char *extra)
@@ -139,8 +247,16 @@ int main(int argc, char **argv)
     char msg[600];
     ge_err err = {0};
 
+    hold_std_descriptors();
+    /* a file size limit (ulimit -f) is a write error to report, like a full disk */
+    signal(SIGXFSZ, SIG_IGN);
+    struct sigaction bus = {.sa_sigaction = on_bus, .sa_flags = SA_SIGINFO};
+    sigemptyset(&bus.sa_mask);
+    sigaction(SIGBUS, &bus, NULL);
     if (ge_opts_parse(argc, argv, &o, msg, sizeof msg) < 0)
         return usage_error(msg);
+    if ((o.help || o.version || o.print_config) && g_std_closed[1])
+        return closed_std(1);
     if (o.help) {
         ge_opts_help(stdout);
         return fflush(stdout) == 0 ? EXIT_OK : EXIT_IO;
@@ -175,8 +291,15 @@ int main(int argc, char **argv)
         return usage_error("--encoding applies to jsonl output only");
     if (o.ids && (oc.format == GE_FMT_JSONL || oc.format == GE_FMT_NPZ))
         return usage_error("--ids applies to npy and f32 output only (npz holds its ids)");
-    if (ge_out_check(&oc, &err))
+    if (!o.bench && ge_out_check(&oc, &err))
         return usage_error(err.msg);
+    {
+        const char *tier;
+        int threads;
+        char cpu[256];
+        if (ge_compute_plan(&o.cfg, &tier, &threads, cpu, sizeof cpu, &err))
+            return usage_error(err.msg); /* e.g. --cpu-tier naming a tier this CPU lacks */
+    }
 
     for (int i = 0; i < o.nfiles; i++) {
         if (ge_in_check(o.files[i], &err)) {
@@ -184,13 +307,18 @@ int main(int argc, char **argv)
             return EXIT_IO;
         }
     }
+    bool reads_stdin = o.nfiles == 0;
+    for (int i = 0; i < o.nfiles; i++)
+        reads_stdin |= strcmp(o.files[i], "-") == 0;
+    if (reads_stdin && g_std_closed[0])
+        return closed_std(0);
+    if (!o.bench && (!o.output || strcmp(o.output, "-") == 0) && g_std_closed[1])
+        return closed_std(1);
 
-    const char *victim = clobbers_input(&o);
-    if (victim) {
-        snprintf(msg, sizeof msg, "%s: the output would overwrite this input",
-                 strcmp(victim, "-") == 0 ? "<stdin>" : victim);
-        return usage_error(msg);
-    }
+    ge_path_use uses[16];
+    static char names[2][4200];
+    if (ge_paths_check(uses, path_uses(&o, &oc, uses, names), &err))
+        return usage_error(err.msg);
 
     ge_model *model;
     if (ge_model_open(&model, o.model, &o.cfg, &err)) {
@@ -252,22 +380,31 @@ int main(int argc, char **argv)
         ge_say("out of memory");
         status = EXIT_IO;
     } else {
-        ge_status st = ge_out_open(&pc.out, &oc, &pc.skip, &err);
+        static ge_fingerprint fp;
+        ge_status st = ge_out_has_state(&oc) ? fingerprint(&o, prefix, &fp, &err) : GE_OK;
+        oc.fp = &fp;
+        if (!st)
+            st = ge_out_open(&pc.out, &oc, &pc.skip, &err);
         if (st) {
             ge_say("%s", err.msg);
             status = st == GE_E_USAGE ? EXIT_USAGE : EXIT_IO;
         } else {
+            if (ge_out_note(pc.out)[0])
+                ge_say("%s", ge_out_note(pc.out));
             if (pc.skip && pc.progress) /* not in cron logs */
                 ge_say("resuming after %llu input records", pc.skip);
             status = ge_pipeline_run(&pc, &res);
             if (res.max_errors_hit && !o.quiet)
                 ge_say("stopping after %llu failed records (--max-errors)", res.failed);
             /* after a write error closing fails again: report it once */
-            if (ge_out_close(pc.out, &err) && !res.out_failed) {
+            char note[600];
+            if (ge_out_close(pc.out, note, sizeof note, &err) && !res.out_failed) {
                 if (!ge_out_epipe())
                     ge_say("%s", err.msg);
                 status = EXIT_IO;
             }
+            if (note[0])
+                ge_say("%s", note);
         }
     }
     ge_in_free(in);

@@ -10,6 +10,7 @@
 #include <fcntl.h>
 #include <limits.h>
 #include <stdio.h>
+#include <stdio_ext.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -19,6 +20,8 @@
 
 #include "base64.h"
 #include "json_span.h"
+#include "paths.h"
+#include "resume.h"
 
 typedef struct {
     const char *name;
@@ -47,12 +50,16 @@ struct ge_out {
     unsigned long long rows;
     bool began;           /* begin succeeded: end must run */
     bool resumed;         /* reopened an existing output: no header to write */
+    bool broken;          /* a write failed: close cuts the files back to `last` */
+    bool created;         /* f is a file this run created by its path (not a descriptor) */
 
-    /* resume state file (see output.h) */
+    /* resume state file (see output.h, resume.h) */
     bool stateful;
     int state_fd;         /* -1 when none */
     char *state_name;
-    unsigned long long state_seq;
+    ge_fingerprint fp;    /* what writes this output */
+    ge_ckpt last;         /* the last checkpoint: what the files hold for sure */
+    char note[600];       /* something main should tell the user, or "" */
 
     /* npz: rows and ids go to unlinked temporary files until close */
     FILE *npz_data, *npz_ids;
@@ -75,6 +82,19 @@ static ge_status check(FILE *f, const char *name, ge_err *err)
     if (e == EPIPE)
         g_epipe = true;
     return ge_fail(err, GE_E_IO, "%s: write failed: %s", name, strerror(e));
+}
+
+/* Flush f and check that nothing written to it failed (an error seen by an earlier fwrite
+ * leaves nothing to flush, so fflush alone would report success). */
+static ge_status flush_checked(FILE *f, const char *name, ge_err *err)
+{
+    if (fflush(f) != 0 || ferror(f)) {
+        if (!ferror(f)) /* fflush failed but left no error flag */
+            return ge_fail(err, GE_E_IO, "%s: write failed: %s", name,
+                           strerror(errno ? errno : EIO));
+        return check(f, name, err);
+    }
+    return GE_OK;
 }
 
 static ge_status done_record(ge_out *o, FILE *f, const char *name, ge_err *err)
@@ -216,6 +236,18 @@ static ge_status npy_write_header(ge_out *o, ge_err *err)
     return check(o->f, o->f_name, err);
 }
 
+/* Rewrite the header in place for `rows` rows (the data must be flushed first). */
+static ge_status npy_patch(ge_out *o, unsigned long long rows, ge_err *err)
+{
+    char h[256];
+    npy_header(h, o->npy_len, rows, o->cfg.dim);
+    errno = 0;
+    if (pwrite(fileno(o->f), h, o->npy_len, o->npy_at) != (ssize_t)o->npy_len)
+        return ge_fail(err, GE_E_IO, "%s: cannot patch the npy header: %s", o->f_name,
+                       strerror(errno ? errno : EIO));
+    return GE_OK;
+}
+
 static ge_status npy_begin(ge_out *o, ge_err *err)
 {
     if (o->resumed) { /* the header was checked when the file was reopened */
@@ -231,24 +263,14 @@ static ge_status npy_begin(ge_out *o, ge_err *err)
     return npy_write_header(o, err);
 }
 
+/* The header counts the rows only once they are all on their way to the disk. */
 static ge_status npy_end(ge_out *o, ge_err *err)
 {
-    if (fflush(o->f) != 0)
-        return check(o->f, o->f_name, err);
-    off_t end = ftello(o->f);
-    if (end < 0 || fseeko(o->f, o->npy_at, SEEK_SET) != 0)
-        return ge_fail(err, GE_E_IO, "%s: cannot seek to patch the npy header: %s", o->f_name,
-                       strerror(errno));
-    ge_status st = npy_write_header(o, err);
-    if (st)
-        return st;
-    if (fseeko(o->f, end, SEEK_SET) != 0)
-        return ge_fail(err, GE_E_IO, "%s: seek failed: %s", o->f_name, strerror(errno));
-    return GE_OK;
+    ge_status st = flush_checked(o->f, o->f_name, err);
+    return st ? st : npy_patch(o, o->rows, err);
 }
 
 static bool is_stdout(const char *path) { return !path || strcmp(path, "-") == 0; }
-#define is_stdout_path is_stdout
 
 /* ---- npz -------------------------------------------------------------------------------- */
 
@@ -263,7 +285,7 @@ static FILE *temp_near(const char *path)
 {
     char tmpl[4096];
     const char *slash = path ? strrchr(path, '/') : NULL;
-    if (path && !is_stdout_path(path)) {
+    if (path) {
         int dl = slash ? (int)(slash - path + 1) : 0;
         snprintf(tmpl, sizeof tmpl, "%.*s.gemmaembed-npz-XXXXXX", dl, path);
     } else {
@@ -282,8 +304,10 @@ static FILE *temp_near(const char *path)
 
 static ge_status npz_begin(ge_out *o, ge_err *err)
 {
-    o->npz_data = temp_near(o->cfg.path);
-    o->npz_ids = o->npz_data ? temp_near(o->cfg.path) : NULL;
+    /* beside the output file; for a descriptor, in $TMPDIR */
+    const char *near = o->created ? o->cfg.path : NULL;
+    o->npz_data = temp_near(near);
+    o->npz_ids = o->npz_data ? temp_near(near) : NULL;
     if (!o->npz_ids)
         return ge_fail(err, GE_E_IO, "%s: cannot create a temporary file: %s", o->f_name,
                        strerror(errno));
@@ -546,140 +570,129 @@ static ge_status npz_end(ge_out *o, ge_err *err)
     return check(o->f, o->f_name, err);
 }
 
-/* ---- resume ----------------------------------------------------------------------------- */
-
-#define SLOT 256
-
-typedef struct {
-    unsigned long long seq, records, rows, shard_i, shard_n;
-    long long out, ids, errors; /* byte lengths; errors -1 = not a file */
-    char format[8];
-    int dim;
-} ckpt;
+/* ---- checkpoints and resume (output.h, resume.h) ------------------------------------------ */
 
 static const char *fmt_name(ge_fmt f)
 {
     return f == GE_FMT_NPY ? "npy" : f == GE_FMT_F32 ? "f32" : f == GE_FMT_NPZ ? "npz" : "jsonl";
 }
 
-static ge_status state_write(ge_out *o, const ckpt *c, ge_err *err)
+static ge_status state_write(ge_out *o, const ge_ckpt *c, ge_err *err)
 {
-    char slot[SLOT + 1];
-    int k = snprintf(slot, sizeof slot,
-                     "gemmaembed-resume 1 seq=%llu records=%llu rows=%llu out=%lld ids=%lld "
-                     "errors=%lld format=%s dim=%d shard=%llu/%llu",
-                     c->seq, c->records, c->rows, c->out, c->ids, c->errors, c->format, c->dim,
-                     c->shard_i, c->shard_n);
-    unsigned long crc = crc32(crc32(0L, Z_NULL, 0), (const Bytef *)slot, (uInt)k);
-    k += snprintf(slot + k, sizeof slot - (size_t)k, " crc=%08lx", crc);
-    memset(slot + k, ' ', SLOT - (size_t)k - 1);
-    slot[SLOT - 1] = '\n';
-    if (pwrite(o->state_fd, slot, SLOT, (off_t)(c->seq % 2) * SLOT) != SLOT)
+    char slot[GE_STATE_SLOT];
+    ge_state_slot(c, &o->fp, slot);
+    errno = 0;
+    if (pwrite(o->state_fd, slot, GE_STATE_SLOT, (off_t)(c->seq % 2) * GE_STATE_SLOT) !=
+        GE_STATE_SLOT)
         return ge_fail(err, GE_E_IO, "%s: write failed: %s", o->state_name,
                        strerror(errno ? errno : EIO));
     return GE_OK;
 }
 
-/* The newest valid slot of the state file into *c. 1 = found, 0 = none valid. */
-static int state_read(int fd, ckpt *c)
+/* Byte length of an output stream so far, -1 when it is not a file. */
+static long long stream_len(FILE *f)
 {
-    char buf[2 * SLOT];
-    ssize_t n = pread(fd, buf, sizeof buf, 0);
-    int found = 0;
-    for (int s = 0; s < 2 && n >= (ssize_t)(s + 1) * SLOT; s++) {
-        char slot[SLOT + 1];
-        memcpy(slot, buf + s * SLOT, SLOT);
-        slot[SLOT] = 0;
-        ckpt t;
-        unsigned long crc;
-        memset(&t, 0, sizeof t);
-        if (sscanf(slot,
-                   "gemmaembed-resume 1 seq=%llu records=%llu rows=%llu out=%lld ids=%lld "
-                   "errors=%lld format=%7s dim=%d shard=%llu/%llu crc=%lx",
-                   &t.seq, &t.records, &t.rows, &t.out, &t.ids, &t.errors, t.format, &t.dim,
-                   &t.shard_i, &t.shard_n, &crc) != 11)
-            continue;
-        char *at = strstr(slot, " crc=");
-        if (!at || crc32(crc32(0L, Z_NULL, 0), (const Bytef *)slot, (uInt)(at - slot)) != crc)
-            continue;
-        if (!found || t.seq > c->seq)
-            *c = t;
-        found = 1;
-    }
-    return found;
+    struct stat sb;
+    if (!f || fstat(fileno(f), &sb) != 0 || !S_ISREG(sb.st_mode))
+        return -1;
+    return (long long)ftello(f);
 }
 
 ge_status ge_out_checkpoint(ge_out *o, unsigned long long records, ge_err *err)
 {
+    if (o->broken)
+        return ge_fail(err, GE_E_IO, "%s: an earlier write failed", o->f_name);
     errno = 0;
-    if (!o->stateful) /* a pipe's reader gets every finished record now, not at 4 KB */
-        return fflush(o->f) != 0 ? check(o->f, o->f_name, err) : GE_OK;
-    if (fflush(o->f) != 0)
-        return check(o->f, o->f_name, err);
-    if (o->ids && fflush(o->ids) != 0)
-        return check(o->ids, o->ids_name, err);
-    if (o->errf && !o->errf_std && fflush(o->errf) != 0)
-        return check(o->errf, o->errf_name, err);
-    if (o->cfg.format == GE_FMT_NPY) {
-        char h[256];
-        npy_header(h, o->npy_len, o->rows, o->cfg.dim);
-        if (pwrite(fileno(o->f), h, o->npy_len, o->npy_at) != (ssize_t)o->npy_len)
-            return ge_fail(err, GE_E_IO, "%s: cannot patch the npy header: %s", o->f_name,
-                           strerror(errno ? errno : EIO));
+    ge_status st = flush_checked(o->f, o->f_name, err);
+    if (!st && o->ids)
+        st = flush_checked(o->ids, o->ids_name, err);
+    if (!st && o->errf && !o->errf_std)
+        st = flush_checked(o->errf, o->errf_name, err);
+    if (st || !o->stateful) { /* a pipe's reader gets every finished record now */
+        o->broken = st != GE_OK;
+        return st;
     }
-    struct stat sb;
-    ckpt c = {.seq = ++o->state_seq, .records = records, .rows = o->rows,
-              .out = (long long)ftello(o->f), .ids = o->ids ? (long long)ftello(o->ids) : 0,
-              .errors = -1, .dim = o->cfg.dim, .shard_i = o->cfg.shard_i,
-              .shard_n = o->cfg.shard_n};
-    if (o->errf && !o->errf_std && fstat(fileno(o->errf), &sb) == 0 && S_ISREG(sb.st_mode))
-        c.errors = (long long)ftello(o->errf);
-    snprintf(c.format, sizeof c.format, "%s", fmt_name(o->cfg.format));
-    return state_write(o, &c, err);
-}
-
-/* Cut an output reopened for resuming to `len` bytes and go to its end. */
-static ge_status cut_file(FILE *f, const char *path, long long len, ge_err *err)
-{
-    struct stat sb;
-    if (fstat(fileno(f), &sb) != 0 || sb.st_size < len)
-        return ge_fail(err, GE_E_IO,
-                       "%s: cannot resume: the file is shorter (%lld bytes) than its last "
-                       "checkpoint (%lld)", path, (long long)sb.st_size, len);
-    if (ftruncate(fileno(f), (off_t)len) != 0 || fseeko(f, 0, SEEK_END) != 0)
-        return ge_fail(err, GE_E_IO, "%s: cannot resume: %s", path, strerror(errno));
+    /* the data is with the kernel: now the header and the state may say so */
+    if (o->cfg.format == GE_FMT_NPY && (st = npy_patch(o, o->rows, err)) != GE_OK) {
+        o->broken = true;
+        return st;
+    }
+    ge_ckpt c = {.seq = o->last.seq + 1, .records = records, .rows = o->rows,
+                 .out = (long long)ftello(o->f), .ids = stream_len(o->ids),
+                 .errors = o->errf_std ? -1 : stream_len(o->errf)};
+    if ((st = state_write(o, &c, err)) != GE_OK) {
+        o->broken = true;
+        return st;
+    }
+    o->last = c;
     return GE_OK;
 }
 
-static ge_status reopen_cut(FILE **f, const char *path, long long len, ge_err *err)
+/* After a failed write: every file of the set back to the last checkpoint, which the state
+ * file holds, so the output loads (the npy header counts what is there) and resumes. The
+ * bytes still buffered are dropped first, or closing would write them after the cut. */
+static void rollback(ge_out *o)
 {
-    *f = fopen(path, "r+b");
-    if (!*f)
-        return ge_fail(err, GE_E_IO, "%s: cannot resume: %s", path, strerror(errno));
-    return cut_file(*f, path, len, err);
+    FILE *fs[3] = {o->f, o->ids, o->errf_std ? NULL : o->errf};
+    long long lens[3] = {o->last.out, o->last.ids, o->last.errors};
+    for (int i = 0; i < 3; i++) {
+        if (!fs[i])
+            continue;
+        __fpurge(fs[i]);
+        if (lens[i] >= 0 && ftruncate(fileno(fs[i]), (off_t)lens[i]) != 0)
+            snprintf(o->note, sizeof o->note, "cannot cut %s back to its last checkpoint: %s",
+                     i == 0 ? o->f_name : i == 1 ? o->ids_name : o->errf_name,
+                     strerror(errno));
+    }
+    if (o->cfg.format == GE_FMT_NPY)
+        npy_patch(o, o->last.rows, NULL);
 }
 
-/* jsonl with inline errors: count the complete lines of path, cut a torn last line. */
-static ge_status reopen_lines(FILE **f, const char *path, unsigned long long *lines,
-                              ge_err *err)
+/* Open a file of the set that must be a regular file (state, or one reopened to resume)
+ * without blocking on a FIFO: a descriptor, or -1 with errno set (ENOENT when missing). */
+static int open_regular(const char *path, int flags, bool *not_regular)
 {
-    *lines = 0;
-    *f = fopen(path, "r+b");
-    if (!*f)
-        return ge_fail(err, GE_E_IO, "%s: cannot resume: %s", path, strerror(errno));
-    static char buf[1 << 20];
-    size_t got;
-    long long at = 0, end = 0;
-    while ((got = fread(buf, 1, sizeof buf, *f)) > 0) {
-        for (char *p = buf, *q; (q = memchr(p, '\n', got - (size_t)(p - buf))); p = q + 1) {
-            ++*lines;
-            end = at + (q - buf) + 1;
-        }
-        at += (long long)got;
+    *not_regular = false;
+    int fd = open(path, flags | O_CLOEXEC | O_NONBLOCK | O_NOCTTY, 0666);
+    struct stat sb;
+    if (fd < 0)
+        return -1;
+    if (fstat(fd, &sb) != 0 || !S_ISREG(sb.st_mode)) {
+        close(fd);
+        *not_regular = true;
+        errno = EINVAL;
+        return -1;
     }
-    if (ferror(*f))
-        return ge_fail(err, GE_E_IO, "%s: cannot resume: read error: %s", path, strerror(errno));
-    return cut_file(*f, path, end, err);
+    fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) & ~O_NONBLOCK);
+    return fd;
+}
+
+/* Reopen a file of the set and cut it back to len bytes (its checkpoint). Missing and empty
+ * are the same when the checkpoint holds nothing of it. */
+static ge_status reopen_cut(FILE **f, const char *path, const char *role, long long len,
+                            ge_err *err)
+{
+    bool odd;
+    int fd = open_regular(path, O_RDWR | (len == 0 ? O_CREAT : 0), &odd);
+    struct stat sb;
+    if (fd < 0)
+        return ge_fail(err, GE_E_USAGE, "cannot resume: %s %s is %s", role, path,
+                       odd ? "not a regular file" : errno == ENOENT ? "missing" :
+                       strerror(errno));
+    if (fstat(fd, &sb) != 0 || sb.st_size < len) {
+        close(fd);
+        return ge_fail(err, GE_E_USAGE,
+                       "cannot resume: %s %s is shorter (%lld bytes) than its last checkpoint "
+                       "(%lld bytes)",
+                       role, path, (long long)sb.st_size, len);
+    }
+    if (ftruncate(fd, (off_t)len) != 0 || lseek(fd, 0, SEEK_END) < 0 ||
+        !(*f = fdopen(fd, "r+b"))) {
+        int e = errno;
+        close(fd);
+        return ge_fail(err, GE_E_IO, "%s: cannot resume: %s", path, strerror(e));
+    }
+    return GE_OK;
 }
 
 /* ---- the table -------------------------------------------------------------------------- */
@@ -705,106 +718,154 @@ ge_fmt ge_out_guess(const char *path)
     return GE_FMT_JSONL;
 }
 
+/* The descriptor the output goes to: stdout for "-", one the path names, or -1 (a path). */
+static int out_descriptor(const char *path)
+{
+    return is_stdout(path) ? STDOUT_FILENO : ge_path_descriptor(path);
+}
+
 ge_status ge_out_check(const ge_out_cfg *cfg, ge_err *err)
 {
-    if (cfg->resume && is_stdout(cfg->path))
-        return ge_fail(err, GE_E_USAGE, "--resume needs the output file (-o PATH)");
+    int fd = out_descriptor(cfg->path);
+    const char *name = is_stdout(cfg->path) ? "stdout" : cfg->path;
+    struct stat st;
+    bool exists = fd >= 0 ? fstat(fd, &st) == 0 : stat(cfg->path, &st) == 0;
+    if (cfg->resume && fd >= 0)
+        return ge_fail(err, GE_E_USAGE, "--resume needs an output file (-o PATH), and %s is "
+                       "the descriptor %d", name, fd);
+    if (cfg->resume && exists && !S_ISREG(st.st_mode))
+        return ge_fail(err, GE_E_USAGE, "--resume: %s is not a regular file, so it cannot be "
+                       "continued", name);
     if (cfg->resume && cfg->format == GE_FMT_NPZ)
         return ge_fail(err, GE_E_USAGE,
                        "--resume: npz output is written whole at the end and cannot be "
                        "continued (use npy, f32 or jsonl)");
     if (cfg->format != GE_FMT_NPY)
         return GE_OK;
-    if (is_stdout(cfg->path)) {
-        if (lseek(STDOUT_FILENO, 0, SEEK_CUR) < 0)
+    if (fd >= 0) {
+        if (lseek(fd, 0, SEEK_CUR) < 0)
             return ge_fail(err, GE_E_USAGE,
-                           "npy output needs a seekable file, and stdout is a pipe or "
-                           "terminal (use -o FILE.npy, or --format f32)");
-        int fl = fcntl(STDOUT_FILENO, F_GETFL);
+                           "npy output needs a seekable file, and %s is a pipe or terminal "
+                           "(use -o FILE.npy, or --format f32)", name);
+        int fl = fcntl(fd, F_GETFL);
         if (fl >= 0 && (fl & O_APPEND))
             return ge_fail(err, GE_E_USAGE,
-                           "npy output cannot be appended to (stdout is in append mode)");
+                           "npy output cannot be appended to (%s is in append mode)", name);
         return GE_OK;
     }
-    struct stat st;
-    if (stat(cfg->path, &st) == 0 && (S_ISFIFO(st.st_mode) || S_ISSOCK(st.st_mode)))
+    if (exists && (S_ISFIFO(st.st_mode) || S_ISSOCK(st.st_mode)))
         return ge_fail(err, GE_E_USAGE,
-                       "%s: npy output needs a seekable file, not a pipe (use --format f32)",
-                       cfg->path);
-    return GE_OK;
-}
-
-static ge_status open_file(FILE **f, const char *path, ge_err *err)
-{
-    *f = fopen(path, "wb");
-    if (!*f)
-        return ge_fail(err, GE_E_IO, "%s: %s", path, strerror(errno));
+                       "%s: npy output needs a seekable file, not a pipe (use "
+                       "--format f32)", cfg->path);
     return GE_OK;
 }
 
 /* Check that an npy file reopened for resuming has the header gemmaembed writes for this
- * width (any row count). */
-static ge_status npy_check_header(ge_out *o, ge_err *err)
+ * width and holds exactly the checkpoint's rows in its first c->out bytes. */
+static ge_status npy_check_header(ge_out *o, const ge_ckpt *c, ge_err *err)
 {
     size_t hl = npy_size(o->cfg.dim);
     char h[256], want[256];
     unsigned long long rows = 0;
-    if (fseeko(o->f, 0, SEEK_SET) != 0 || fread(h, 1, hl, o->f) != hl ||
+    if (pread(fileno(o->f), h, hl, 0) != (ssize_t)hl ||
         sscanf(h + 10, "{'descr': '<f4', 'fortran_order': False, 'shape': (%llu,", &rows) != 1)
         goto bad;
     npy_header(want, hl, rows, o->cfg.dim);
-    if (memcmp(h, want, hl) == 0)
-        return GE_OK;
+    if (memcmp(h, want, hl) != 0)
+        goto bad;
+    if (c->out != (long long)(hl + c->rows * (size_t)o->cfg.dim * 4))
+        return ge_fail(err, GE_E_USAGE, "%s: cannot resume: its checkpoint (%llu rows, %lld "
+                       "bytes) does not match the file", o->f_name, c->rows, c->out);
+    return GE_OK;
 bad:
     return ge_fail(err, GE_E_USAGE,
                    "%s: cannot resume: not an npy file of %d-wide float32 rows as gemmaembed "
                    "writes them", o->f_name, o->cfg.dim);
 }
 
-/* Resume a stateful output from its state file: *c gets the checkpoint (records == 0 when
- * there is nothing to keep). */
-static ge_status state_open(ge_out *o, bool resume, ckpt *c, ge_err *err)
+bool ge_out_has_state(const ge_out_cfg *cfg)
 {
-    size_t n = strlen(o->cfg.path) + sizeof ".resume";
-    o->state_name = malloc(n);
-    if (!o->state_name)
-        return ge_fail(err, GE_E_NOMEM, "out of memory");
-    snprintf(o->state_name, n, "%s.resume", o->cfg.path);
-    memset(c, 0, sizeof *c);
-    if (resume && access(o->cfg.path, F_OK) == 0) {
-        int fd = open(o->state_name, O_RDONLY | O_CLOEXEC);
-        if (fd < 0)
-            return ge_fail(err, GE_E_USAGE,
-                           "%s: cannot resume: %s: %s (remove the output to start again)",
-                           o->cfg.path, o->state_name, strerror(errno));
-        int found = state_read(fd, c);
-        close(fd);
-        if (found && c->records > 0) {
-            if (strcmp(c->format, fmt_name(o->cfg.format)) != 0 || c->dim != o->cfg.dim ||
-                c->shard_i != o->cfg.shard_i || c->shard_n != o->cfg.shard_n)
-                return ge_fail(err, GE_E_USAGE,
-                               "%s: cannot resume: it was written as %s, --dim %d, shard "
-                               "%llu/%llu; this run asks for %s, --dim %d, shard %llu/%llu",
-                               o->cfg.path, c->format, c->dim, c->shard_i, c->shard_n,
-                               fmt_name(o->cfg.format), o->cfg.dim, o->cfg.shard_i,
-                               o->cfg.shard_n);
-        } else
-            memset(c, 0, sizeof *c);
-    }
-    o->state_fd = open(o->state_name, O_RDWR | O_CREAT | O_CLOEXEC, 0666);
+    /* beside a regular file this run writes by its path (not /dev/null, a FIFO or a
+     * descriptor); npz is written whole at the end, it has none */
+    struct stat sb;
+    return out_descriptor(cfg->path) < 0 && cfg->format != GE_FMT_NPZ &&
+           (stat(cfg->path, &sb) != 0 || S_ISREG(sb.st_mode));
+}
+
+/* The rest of the fingerprint: what the output itself decides. */
+static void fp_output_fields(ge_out *o)
+{
+    const ge_out_cfg *cfg = &o->cfg;
+    char where[4096];
+    ge_fp_add(&o->fp, "format", "%s", fmt_name(cfg->format));
+    ge_fp_add(&o->fp, "dim", "%d", cfg->dim);
+    ge_fp_add(&o->fp, "mode", "%s", cfg->tokenize ? "tokenize" : "embed");
+    ge_fp_add(&o->fp, "encoding", "%s", cfg->base64 ? "base64" : "float");
+    ge_fp_add(&o->fp, "shard", "%llu/%llu", cfg->shard_i, cfg->shard_n);
+    if (!cfg->errors)
+        ge_fp_add(&o->fp, "errors", "%s", cfg->format == GE_FMT_JSONL ? "inline" : "stderr");
+    else
+        ge_fp_add(&o->fp, "errors", "%s", ge_path_resolve(cfg->errors, where, sizeof where));
+    if (cfg->format == GE_FMT_JSONL)
+        ge_fp_add(&o->fp, "ids", "none");
+    else if (!cfg->ids)
+        ge_fp_add(&o->fp, "ids", "beside the output");
+    else
+        ge_fp_add(&o->fp, "ids", "%s", ge_path_resolve(cfg->ids, where, sizeof where));
+}
+
+/* A fresh start of a stateful output: the state (nothing done yet, and what writes it) is on
+ * disk before any output is truncated, so that a kill in between resumes from zero. */
+static ge_status state_create(ge_out *o, ge_err *err)
+{
+    bool odd;
+    o->state_fd = open_regular(o->state_name, O_RDWR | O_CREAT, &odd);
     if (o->state_fd < 0)
-        return ge_fail(err, GE_E_IO, "%s: %s", o->state_name, strerror(errno));
-    if (c->records == 0) {
-        /* a fresh start: an empty state before the outputs are truncated */
-        if (ftruncate(o->state_fd, 0) != 0)
-            return ge_fail(err, GE_E_IO, "%s: %s", o->state_name, strerror(errno));
-        ckpt z = {.seq = 1, .errors = o->cfg.errors ? 0 : -1, .dim = o->cfg.dim,
-                  .shard_i = o->cfg.shard_i, .shard_n = o->cfg.shard_n};
-        snprintf(z.format, sizeof z.format, "%s", fmt_name(o->cfg.format));
-        o->state_seq = 1;
-        return state_write(o, &z, err);
-    }
-    o->state_seq = c->seq;
+        return ge_fail(err, odd ? GE_E_USAGE : GE_E_IO, "%s: %s", o->state_name,
+                       odd ? "not a regular file: it cannot hold the resume state" :
+                       strerror(errno));
+    char block[GE_STATE_FP_MAX + 64];
+    size_t bl;
+    ge_state_fp_block(&o->fp, block, &bl);
+    o->last = (ge_ckpt){.seq = 1, .ids = -1, .errors = -1};
+    errno = 0;
+    if (ftruncate(o->state_fd, 0) != 0 ||
+        pwrite(o->state_fd, block, bl, GE_STATE_FP_AT) != (ssize_t)bl)
+        return ge_fail(err, GE_E_IO, "%s: write failed: %s", o->state_name,
+                       strerror(errno ? errno : EIO));
+    return state_write(o, &o->last, err);
+}
+
+/* --resume of an existing output: its state read and checked against this run's
+ * fingerprint; *c gets the checkpoint to continue from. */
+static ge_status state_resume(ge_out *o, ge_ckpt *c, ge_err *err)
+{
+    bool odd;
+    o->state_fd = open_regular(o->state_name, O_RDWR, &odd);
+    if (o->state_fd < 0)
+        return ge_fail(err, GE_E_USAGE,
+                       "%s: cannot resume: its state file %s is %s, so what it holds and "
+                       "what wrote it are unknown (remove %s to start again)",
+                       o->cfg.path, o->state_name, odd ? "not a regular file" :
+                       errno == ENOENT ? "missing" : strerror(errno), o->cfg.path);
+    static char buf[GE_STATE_FP_AT + GE_STATE_FP_MAX + 128];
+    ssize_t n = pread(o->state_fd, buf, sizeof buf, 0);
+    ge_fingerprint was;
+    ge_err why;
+    if (n < 0 || (size_t)n == sizeof buf ||
+        ge_state_parse(buf, (size_t)n, c, &was, &why) != GE_OK)
+        return ge_fail(err, GE_E_USAGE,
+                       "%s: cannot resume: its state file %s is %s (remove %s and %s to start "
+                       "again)", o->cfg.path, o->state_name,
+                       n < 0 ? strerror(errno) : (size_t)n == sizeof buf ? "too long" : why.msg,
+                       o->cfg.path, o->state_name);
+    char diff[400];
+    if (ge_fp_diff(&was, &o->fp, diff, sizeof diff))
+        return ge_fail(err, GE_E_USAGE,
+                       "%s: cannot resume: written with other settings: %s. Run with those, "
+                       "or remove %s and %s to start again",
+                       o->cfg.path, diff, o->cfg.path, o->state_name);
+    o->last = *c;
     return GE_OK;
 }
 
@@ -824,67 +885,68 @@ ge_status ge_out_open(ge_out **out, const ge_out_cfg *cfg, unsigned long long *s
     o->w = &WRITERS[cfg->format];
     o->bytes = malloc((size_t)cfg->dim * 4);
     o->b64 = malloc(((size_t)cfg->dim * 4 + 2) / 3 * 4 + 1);
+    if (cfg->fp)
+        o->fp = *cfg->fp;
+    fp_output_fields(o);
     if (!o->bytes || !o->b64) {
-        ge_out_close(o, NULL);
+        ge_out_close(o, NULL, 0, NULL);
         return ge_fail(err, GE_E_NOMEM, "out of memory");
     }
+    if (o->fp.overflow) {
+        ge_out_close(o, NULL, 0, NULL);
+        return ge_fail(err, GE_E_USAGE, "the options are too long to record for --resume");
+    }
 
-    bool to_std = is_stdout(cfg->path);
+    int fd = out_descriptor(cfg->path);
     bool binary = cfg->format != GE_FMT_JSONL;
-    ckpt c = {0};
     struct stat sb;
-    /* a state file only beside a regular file (not /dev/null, a FIFO, ...) */
-    o->stateful = !to_std && cfg->format != GE_FMT_NPZ && (binary || cfg->errors) &&
-                  (stat(cfg->path, &sb) != 0 || S_ISREG(sb.st_mode));
-    if (o->stateful && (st = state_open(o, cfg->resume, &c, err)) != GE_OK)
-        goto fail;
+    bool exists = fd < 0 && stat(cfg->path, &sb) == 0;
+    o->stateful = ge_out_has_state(cfg);
+    ge_ckpt c = {0};
+    if (o->stateful) {
+        size_t n = strlen(cfg->path) + sizeof ".resume";
+        if (!(o->state_name = malloc(n))) {
+            st = ge_fail(err, GE_E_NOMEM, "out of memory");
+            goto fail;
+        }
+        snprintf(o->state_name, n, "%s.resume", cfg->path);
+        bool has_state = access(o->state_name, F_OK) == 0;
+        if (cfg->resume && exists && (sb.st_size > 0 || has_state) &&
+            (st = state_resume(o, &c, err)) != GE_OK)
+            goto fail;
+        if (cfg->resume && !exists && has_state)
+            snprintf(o->note, sizeof o->note, "%s is missing: starting again from the first "
+                     "record", cfg->path);
+        if (c.records == 0) { /* nothing to keep: a fresh state for this run */
+            if (o->state_fd >= 0)
+                close(o->state_fd);
+            if ((st = state_create(o, err)) != GE_OK)
+                goto fail;
+        }
+    }
     o->resumed = c.records > 0;
 
-    if (to_std) {
+    if (fd == STDOUT_FILENO && is_stdout(cfg->path)) {
         o->f = stdout;
         o->f_std = true;
         o->f_name = "<stdout>";
     } else {
         o->f_name = cfg->path;
         if (o->resumed) {
-            o->f = fopen(cfg->path, "r+b");
-            if (!o->f) {
-                st = ge_fail(err, GE_E_IO, "%s: cannot resume: %s", cfg->path, strerror(errno));
-                goto fail;
-            }
-            if (cfg->format == GE_FMT_NPY &&
-                ((st = npy_check_header(o, err)) != GE_OK ||
-                 (c.out != (long long)(npy_size(cfg->dim) + c.rows * (size_t)cfg->dim * 4) &&
-                  (st = ge_fail(err, GE_E_USAGE, "%s: cannot resume: the checkpoint does not "
-                                "match the file", cfg->path)))))
-                goto fail;
-            if ((st = cut_file(o->f, cfg->path, c.out, err)) != GE_OK)
+            if ((st = reopen_cut(&o->f, cfg->path, "the output", c.out, err)) != GE_OK ||
+                (cfg->format == GE_FMT_NPY && (st = npy_check_header(o, &c, err)) != GE_OK))
                 goto fail;
             o->rows = c.rows;
             *skip = c.records;
-        } else if (cfg->resume && !o->stateful && access(cfg->path, F_OK) == 0) {
-            unsigned long long lines;
-            size_t n = strlen(cfg->path) + sizeof ".resume";
-            char *sn = malloc(n);
-            bool has_state = sn && (snprintf(sn, n, "%s.resume", cfg->path), access(sn, F_OK) == 0);
-            free(sn);
-            if (has_state) { /* jsonl rows only: the errors went to an --errors file */
-                st = ge_fail(err, GE_E_USAGE, "%s: cannot resume: it was written with --errors "
-                             "FILE (give the same --errors)", cfg->path);
-                goto fail;
-            }
-            if ((st = reopen_lines(&o->f, cfg->path, &lines, err)) != GE_OK)
-                goto fail;
-            /* one line per record of this shard: records shard_i, shard_i + n, ... */
-            unsigned long long every = cfg->shard_n ? cfg->shard_n : 1;
-            *skip = lines ? lines * every + cfg->shard_i : 0;
-            o->rows = lines;
-        } else if ((st = open_file(&o->f, cfg->path, err)) != GE_OK)
+        } else if (!(o->f = ge_path_create(cfg->path, err))) {
+            st = GE_E_IO;
             goto fail;
+        }
+        o->created = fd < 0;
     }
     setvbuf(o->f, NULL, _IOFBF, (size_t)1 << 20);
 
-    if (binary && cfg->format != GE_FMT_NPZ && (cfg->ids || !o->f_std)) {
+    if (binary && cfg->format != GE_FMT_NPZ && (cfg->ids || fd < 0)) {
         const char *ids = cfg->ids;
         if (!ids) {
             size_t n = strlen(cfg->path) + sizeof ".ids.jsonl";
@@ -897,16 +959,19 @@ ge_status ge_out_open(ge_out **out, const ge_out_cfg *cfg, unsigned long long *s
             st = ge_fail(err, GE_E_NOMEM, "out of memory");
             goto fail;
         }
-        st = o->resumed ? reopen_cut(&o->ids, o->ids_name, c.ids, err)
-                        : open_file(&o->ids, o->ids_name, err);
+        if (o->resumed && c.ids >= 0)
+            st = reopen_cut(&o->ids, o->ids_name, "the ids file", c.ids, err);
+        else if (!(o->ids = ge_path_create(o->ids_name, err)))
+            st = GE_E_IO;
         if (st)
             goto fail;
     }
     if (cfg->errors) {
         o->errf_name = cfg->errors;
-        st = o->resumed && c.errors >= 0 && stat(cfg->errors, &sb) == 0 && S_ISREG(sb.st_mode)
-                 ? reopen_cut(&o->errf, cfg->errors, c.errors, err)
-                 : open_file(&o->errf, cfg->errors, err);
+        if (o->resumed && c.errors >= 0)
+            st = reopen_cut(&o->errf, cfg->errors, "the errors file", c.errors, err);
+        else if (!(o->errf = ge_path_create(cfg->errors, err)))
+            st = GE_E_IO;
         if (st)
             goto fail;
     } else if (binary) {
@@ -914,31 +979,46 @@ ge_status ge_out_open(ge_out **out, const ge_out_cfg *cfg, unsigned long long *s
         o->errf_std = true;
         o->errf_name = "<stderr>";
     }
+    if (o->resumed && cfg->format == GE_FMT_NPY) {
+        /* a kill after the last checkpoint may have patched the header further */
+        o->npy_len = npy_size(cfg->dim);
+        if ((st = npy_patch(o, c.rows, err)) != GE_OK)
+            goto fail;
+    }
 
     errno = 0;
     if ((st = o->w->begin(o, err)) != GE_OK)
         goto fail;
     o->began = true;
+    if (o->stateful && !o->resumed) /* what a fresh output holds after its header */
+        o->last = (ge_ckpt){.seq = o->last.seq, .out = stream_len(o->f) < 0 ? -1 : 0,
+                            .ids = o->ids ? 0 : -1, .errors = o->errf_std ? -1 :
+                            stream_len(o->errf) >= 0 ? 0 : -1};
     *out = o;
     return GE_OK;
 fail:
-    ge_out_close(o, NULL);
+    ge_out_close(o, NULL, 0, NULL);
     return st;
 }
+
+const char *ge_out_note(const ge_out *o) { return o->note; }
 
 ge_status ge_out_row(ge_out *o, const ge_row *r, ge_err *err)
 {
     errno = 0;
-    return o->w->row(o, r, err);
+    ge_status st = o->w->row(o, r, err);
+    o->broken |= st != GE_OK;
+    return st;
 }
 
 ge_status ge_out_error(ge_out *o, const char *id, size_t id_len, const char *code,
                        const char *msg, ge_err *err)
 {
     errno = 0;
-    if (o->errf)
-        return error_to_file(o, id, id_len, code, msg, err);
-    return o->w->error(o, id, id_len, code, msg, err);
+    ge_status st = o->errf ? error_to_file(o, id, id_len, code, msg, err)
+                           : o->w->error(o, id, id_len, code, msg, err);
+    o->broken |= st != GE_OK;
+    return st;
 }
 
 unsigned long long ge_out_rows(const ge_out *o) { return o->rows; }
@@ -961,23 +1041,45 @@ static ge_status finish(FILE *f, const char *name, bool is_std, ge_status st, ge
     return st;
 }
 
-ge_status ge_out_close(ge_out *o, ge_err *err)
+ge_status ge_out_close(ge_out *o, char *note, size_t note_len, ge_err *err)
 {
+    if (note_len)
+        note[0] = 0;
     if (!o)
         return GE_OK;
     ge_status st = GE_OK;
     errno = 0;
-    if (o->began)
+    if (o->began && !o->broken) {
         st = o->w->end(o, err);
+        /* the rest of the set on its way to the disk too, before the output counts as done */
+        if (!st && o->ids)
+            st = flush_checked(o->ids, o->ids_name, err);
+        if (!st && o->errf && !o->errf_std)
+            st = flush_checked(o->errf, o->errf_name, err);
+        o->broken = st != GE_OK;
+    }
+    if (o->began && o->broken && o->stateful) {
+        rollback(o);
+        if (!o->note[0])
+            snprintf(o->note, sizeof o->note, "%s: cut back to its last checkpoint (%llu input "
+                     "records, %llu rows); continue with --resume", o->f_name, o->last.records,
+                     o->last.rows);
+    }
+    bool drop_npz = o->began && o->broken && o->cfg.format == GE_FMT_NPZ && o->created;
     st = finish(o->f, o->f_name, o->f_std, st, err);
     st = finish(o->ids, o->ids_name, false, st, err);
     st = finish(o->errf, o->errf_name, o->errf_std, st, err);
+    if (drop_npz && unlink(o->cfg.path) == 0) /* half a zip is no use to anyone */
+        snprintf(o->note, sizeof o->note, "%s was removed: the archive could not be completed",
+                 o->cfg.path);
     if (o->npz_data)
         fclose(o->npz_data);
     if (o->npz_ids)
         fclose(o->npz_ids);
     if (o->state_fd >= 0)
         close(o->state_fd);
+    if (note_len && o->note[0])
+        snprintf(note, note_len, "%s", o->note);
     free(o->state_name);
     free(o->ids_name);
     free(o->bytes);

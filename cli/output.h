@@ -14,19 +14,18 @@
  * Writers never print messages: failures come back as GE_E_IO (write failed) or GE_E_USAGE
  * (an output that cannot work, such as npy on a pipe) with a one-line message.
  *
- * Resume (--resume). Two ways of knowing how many input records a file output holds:
- *  - jsonl with error records inline (no --errors): one line per input record, so the count
- *    is the number of complete lines; a torn last line is cut off.
- *  - npy, f32, and jsonl with --errors: the output holds rows of good records only, so a
- *    state file PATH.resume is kept next to it. ge_out_checkpoint writes it whenever the
- *    writer catches up, once the output, the ids sidecar and the errors file are flushed:
- *    the number of input records consumed and the byte length of each of those files at that moment (and
- *    the npy header is patched to the row count then, so the npy loads after a kill -9).
- *    Two 256-byte slots written alternately, each with a sequence number and a crc32, so a
- *    torn write leaves the previous one valid. Resuming cuts every file back to the
- *    checkpoint and the caller skips that many input records. The state file stays after a
- *    finished run: --resume on a finished output then only processes records appended to
- *    the input since. */
+ * Resume (--resume) and write errors. Beside an output file written by its path (not npz,
+ * not a descriptor or device), a state file PATH.resume (resume.h) records what wrote the
+ * output and, at each checkpoint, how many input records it covers and the byte length of
+ * every file of the set (output, ids sidecar, errors file). ge_out_checkpoint runs whenever
+ * the writer catches up: the files are flushed first, then the npy header is patched to the
+ * row count and the checkpoint written, so a kill -9 leaves a loadable npy and a state that
+ * says what is in it. Resuming checks this run's fingerprint against the recorded one (a
+ * mismatch is GE_E_USAGE naming each field), checks that every file of the set is there and
+ * long enough, cuts each back to the checkpoint and skips that many input records. After a
+ * failed write, closing cuts every file back to the last checkpoint (the npy header
+ * included), so the output loads and resumes. The state file stays after a finished run:
+ * --resume on a finished output then only processes records appended to the input since. */
 #ifndef GE_CLI_OUTPUT_H
 #define GE_CLI_OUTPUT_H
 
@@ -35,6 +34,7 @@
 #include <stdint.h>
 
 #include "ge.h"
+#include "resume.h"
 
 typedef enum { GE_FMT_AUTO = 0, GE_FMT_JSONL, GE_FMT_NPY, GE_FMT_F32, GE_FMT_NPZ } ge_fmt;
 
@@ -47,8 +47,9 @@ typedef struct {
     const char *ids;    /* NULL = PATH.ids.jsonl (no sidecar when writing to stdout) */
     int dim;            /* floats per row */
     bool resume;        /* continue the existing output (see above) */
-    unsigned long long shard_i, shard_n; /* --shard (n == 0: none): checked and used to
-                                            count the records of a jsonl output */
+    unsigned long long shard_i, shard_n; /* --shard (n == 0: none) */
+    const ge_fingerprint *fp; /* what else decides the rows (model, prompt, options); the
+                                 output adds its own fields (format, dim, ...) */
 } ge_out_cfg;
 
 typedef struct {
@@ -67,14 +68,22 @@ typedef struct ge_out ge_out;
 ge_fmt ge_out_guess(const char *path);
 
 /* Check, before any work, that cfg can be honoured without creating anything: npy needs a
- * seekable output (not a pipe, not an O_APPEND stdout). GE_E_USAGE with a message if not. */
+ * seekable output (not a pipe, not in append mode), --resume a regular file by its path.
+ * GE_E_USAGE with a message if not. */
 ge_status ge_out_check(const ge_out_cfg *cfg, ge_err *err);
 
+/* True when cfg's output keeps a state file (a regular file written by its path, not npz):
+ * its fingerprint (cfg->fp) must then be complete. */
+bool ge_out_has_state(const ge_out_cfg *cfg);
+
 /* Create the output (and sidecar / errors file) and write any header. With cfg->resume and
- * an existing output, reopen it instead, cut it back to its last complete record (or
- * checkpoint) and set *skip to the number of input records to skip (0 otherwise). */
+ * an existing output, reopen it instead, check it against its state, cut it back to its last
+ * checkpoint and set *skip to the number of input records to skip (0 otherwise). Paths that
+ * name a descriptor are written through it (paths.h). */
 ge_status ge_out_open(ge_out **out, const ge_out_cfg *cfg, unsigned long long *skip,
                       ge_err *err);
+/* Something the user should know about the open ("starting again ..."), or "". */
+const char *ge_out_note(const ge_out *o);
 /* Everything up to `records` input records (counted from the start of the input, records
  * of other shards included) is written: flush and, for outputs with a state file, record
  * the checkpoint. */
@@ -87,8 +96,9 @@ ge_status ge_out_row(ge_out *o, const ge_row *r, ge_err *err);
 ge_status ge_out_error(ge_out *o, const char *id, size_t id_len, const char *code,
                        const char *msg, ge_err *err);
 /* Finish (patch the npy header), flush and close everything, free o. Always frees o; the
- * status reports the first write error. Accepts NULL. */
-ge_status ge_out_close(ge_out *o, ge_err *err);
+ * status reports the first write error. After a write error every file of a resumable output
+ * is cut back to its last checkpoint, and note (when not NULL) says so. Accepts NULL. */
+ge_status ge_out_close(ge_out *o, char *note, size_t note_len, ge_err *err);
 
 /* How many rows have been written so far. */
 unsigned long long ge_out_rows(const ge_out *o);

@@ -724,10 +724,24 @@ static void encode_media(pipe_t *P, slot *s)
         fail_record(s, ge_status_name(st), e.msg);
 }
 
-/* Hand the embedded records up to seq end to the writer (under mu). The writer may free
- * their slots (and the reader reuse them) from then on. */
-static void publish(pipe_t *P, unsigned long long end)
+/* The model's files changed on disk while in use: what was computed since is not written,
+ * the run stops as after a write error (the output ends at its last checkpoint). */
+static void fail_model(pipe_t *P, const ge_err *err)
 {
+    ge_say("%s", err->msg);
+    pthread_mutex_lock(&P->mu);
+    P->status = 3;
+    pthread_mutex_unlock(&P->mu);
+    abort_run(P);
+}
+
+/* Hand the embedded records up to seq end to the writer (under mu). The writer may free
+ * their slots (and the reader reuse them) from then on. false, publishing nothing, when a
+ * model file was cut short since (their vectors may come from zeroed pages). */
+static bool publish(pipe_t *P, unsigned long long end, ge_err *err)
+{
+    if (ge_model_files_check(P->c->model, err))
+        return false;
     for (unsigned long long q = P->n_packed; q < end; q++) {
         at(P, q)->state = SLOT_DONE;
         P->ready_tokens -= at(P, q)->n_tokens;
@@ -736,6 +750,7 @@ static void publish(pipe_t *P, unsigned long long end)
         P->n_packed = end;
         pthread_cond_signal(&P->cv_done);
     }
+    return true;
 }
 
 /* A window's records and the arrays its waves share. Records [first, first + next) are
@@ -771,9 +786,12 @@ static void yield_wave(void *ctx)
     if (k)
         embed_wave(P, W->wave, k, W->ids, W->lens, W->media, W->vecs);
     W->next = i;
+    ge_err err;
     pthread_mutex_lock(&P->mu);
-    publish(P, W->first + i);
+    bool ok = publish(P, W->first + i, &err);
     pthread_mutex_unlock(&P->mu);
+    if (!ok)
+        fail_model(P, &err);
 }
 
 /* Embed the records among seq [first, first + *n): their media first (images and clips; with
@@ -887,7 +905,13 @@ static void *tower_main(void *v)
             pthread_mutex_lock(&P->mu);
             break;
         }
-        publish(P, first + n);
+        ge_err err;
+        if (!publish(P, first + n, &err)) {
+            pthread_mutex_unlock(&P->mu);
+            fail_model(P, &err);
+            pthread_mutex_lock(&P->mu);
+            break;
+        }
         t_first = 0;
     }
     P->tower_done = true;

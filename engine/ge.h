@@ -6,6 +6,7 @@
 #ifndef GE_H
 #define GE_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -44,6 +45,12 @@ const char *ge_status_name(ge_status code);
 /* Open path for reading (O_CLOEXEC) without ever blocking in open(): a descriptor >= 0, or
  * -1 with GE_E_IO naming the path and what it is ("a FIFO", "a directory", ...). */
 int ge_open_regular(const char *path, ge_err *err);
+
+/* For the caller's SIGBUS handler (async-signal-safe): when addr lies in a mapped model file
+ * that was cut short on disk (truncated, or overwritten in place, while in use), replace
+ * that mapping by zero pages so the faulting read can go on, mark the model damaged
+ * (ge_model_files_check) and return true; false when addr is not in a model file. */
+bool ge_mapping_fault(const void *addr);
 
 /* ---- UTF-8 ------------------------------------------------------------------------------ */
 
@@ -90,6 +97,7 @@ typedef struct {
     const char *arg;  /* placeholder in help ("N", "NAME") */
     const char *def_text; /* default as shown in help */
     const char *help;
+    int changes_rows; /* 1: the vectors depend on it (a resumed output must not mix them) */
 } ge_switch;
 
 /* The switch table (n entries, in help order). */
@@ -339,6 +347,9 @@ ge_status ge_model_open(ge_model **out, const char *path, const ge_config *cfg, 
 ge_status ge_compute_plan(const ge_config *cfg, const char **tier, int *threads, char *cpu,
                           size_t n, ge_err *err);
 void ge_model_free(ge_model *m); /* accepts NULL */
+/* GE_E_IO naming the file when one of the model's files was cut short on disk while in use
+ * (see ge_mapping_fault): results computed since then must not be written. */
+ge_status ge_model_files_check(const ge_model *m, ge_err *err);
 
 int ge_model_dim(const ge_model *m);         /* output width E (768 for the real model) */
 int ge_model_max_tokens(const ge_model *m);  /* context limit per record (8192) */

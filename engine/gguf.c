@@ -2,6 +2,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -14,21 +15,27 @@
 
 /* ---- mapping registry -------------------------------------------------------------------- */
 
+/* Every open model mapping, readable without a lock: a SIGBUS handler (a model file cut
+ * short while mapped) looks addresses up here (ge_mapping_fault). */
 #define MAX_MAPPINGS 64
 static struct {
-    const uint8_t *base;
-    size_t size;
+    _Atomic(const uint8_t *) base;
+    atomic_size_t size;
+    _Atomic(const char *) path; /* the ge_gguf's own copy, for messages */
+    atomic_bool damaged; /* its pages were replaced by zeros after a fault */
 } mappings[MAX_MAPPINGS];
 static pthread_mutex_t mappings_lock = PTHREAD_MUTEX_INITIALIZER;
 
-static bool mapping_add(const uint8_t *base, size_t size)
+static bool mapping_add(const uint8_t *base, size_t size, const char *path)
 {
     bool ok = false;
     pthread_mutex_lock(&mappings_lock);
     for (int i = 0; i < MAX_MAPPINGS && !ok; i++)
-        if (!mappings[i].base) {
-            mappings[i].base = base;
-            mappings[i].size = size;
+        if (!atomic_load(&mappings[i].base)) {
+            atomic_store(&mappings[i].size, size);
+            atomic_store(&mappings[i].damaged, false);
+            atomic_store(&mappings[i].path, path);
+            atomic_store(&mappings[i].base, base);
             ok = true;
         }
     pthread_mutex_unlock(&mappings_lock);
@@ -39,24 +46,47 @@ static void mapping_remove(const uint8_t *base)
 {
     pthread_mutex_lock(&mappings_lock);
     for (int i = 0; i < MAX_MAPPINGS; i++)
-        if (mappings[i].base == base)
-            mappings[i].base = NULL;
+        if (atomic_load(&mappings[i].base) == base)
+            atomic_store(&mappings[i].base, NULL);
     pthread_mutex_unlock(&mappings_lock);
 }
 
-bool ge_mapping_contains(const void *p, size_t len)
+/* The slot whose mapping holds [p, p + len), or -1. Lock-free (signal handlers use it). */
+static int mapping_of(const void *p, size_t len)
 {
     const uint8_t *q = p;
-    bool in = false;
-    pthread_mutex_lock(&mappings_lock);
-    for (int i = 0; i < MAX_MAPPINGS && !in; i++) {
-        const uint8_t *b = mappings[i].base;
-        if (b && q >= b && (size_t)(q - b) <= mappings[i].size &&
-            len <= mappings[i].size - (size_t)(q - b))
-            in = true;
+    for (int i = 0; i < MAX_MAPPINGS; i++) {
+        const uint8_t *b = atomic_load(&mappings[i].base);
+        size_t size = atomic_load(&mappings[i].size);
+        if (b && q >= b && (size_t)(q - b) <= size && len <= size - (size_t)(q - b))
+            return i;
     }
-    pthread_mutex_unlock(&mappings_lock);
-    return in;
+    return -1;
+}
+
+bool ge_mapping_contains(const void *p, size_t len) { return mapping_of(p, len) >= 0; }
+
+bool ge_mapping_fault(const void *addr)
+{
+    int i = mapping_of(addr, 1);
+    if (i < 0)
+        return false;
+    /* the same range, now anonymous zero pages: the faulting read goes on with zeros, and
+     * whoever checks ge_gguf_damaged before trusting a result throws it away */
+    void *b = (void *)atomic_load(&mappings[i].base);
+    size_t size = atomic_load(&mappings[i].size);
+    if (mmap(b, size, PROT_READ, MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED, -1, 0) == MAP_FAILED)
+        return false;
+    atomic_store(&mappings[i].damaged, true);
+    return true;
+}
+
+const char *ge_mapping_damaged(void)
+{
+    for (int i = 0; i < MAX_MAPPINGS; i++)
+        if (atomic_load(&mappings[i].base) && atomic_load(&mappings[i].damaged))
+            return atomic_load(&mappings[i].path);
+    return NULL;
 }
 
 /* ---- bounded cursor ---------------------------------------------------------------------- */
@@ -305,7 +335,7 @@ ge_status ge_gguf_open(ge_gguf **out, const char *path, ge_err *err)
     g->base = map;
     g->size = (size_t)sb.st_size;
     ge_status st = parse(g, err);
-    if (!st && !mapping_add(g->base, g->size))
+    if (!st && !mapping_add(g->base, g->size, g->path))
         st = ge_fail(err, GE_E_LIMIT, "%s: too many open model files", path);
     if (st) {
         munmap(map, g->size);

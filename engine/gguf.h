@@ -91,4 +91,9 @@ bool ge_gguf_str_eq(ge_gguf_str s, const char *c);
  * of them (a later page-release step must only ever drop pages of such mappings). */
 bool ge_mapping_contains(const void *p, size_t len);
 
+/* The path of a mapped model file that was cut short while mapped (a read past its new end
+ * faulted and ge_mapping_fault replaced the mapping by zero pages), or NULL. Nothing
+ * computed from it since can be trusted. */
+const char *ge_mapping_damaged(void);
+
 #endif

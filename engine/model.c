@@ -611,3 +611,13 @@ void ge_tensor_row(const ge_tensor *t, int64_t r, float *dst)
 {
     ge_dequant_row(t->type, t->data + (size_t)r * t->row_bytes, dst, (size_t)t->ne0);
 }
+
+ge_status ge_model_files_check(const ge_model *m, ge_err *err)
+{
+    (void)m; /* one model per process: the registry's files are its files */
+    const char *path = ge_mapping_damaged();
+    if (path)
+        return ge_fail(err, GE_E_IO, "%s: the file was cut short or overwritten on disk while "
+                       "in use; nothing computed from it since is written", path);
+    return GE_OK;
+}

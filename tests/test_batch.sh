@@ -95,8 +95,11 @@ same "kill -9 x20 + --resume: f32 and ids sidecar byte-identical" k.f32 ref.f32 
 
 # ---- resume details ----------------------------------------------------------------------
 
-cp ref.jsonl torn.jsonl
-head -c 12345678 ref.jsonl >torn.jsonl
+# a run that got 800 records to its checkpoint, then half a line more before it died (the
+# first 800 records as in.jsonl elsewhere: error records name their input)
+mkdir part && head -n 800 in.jsonl >part/in.jsonl
+(cd part && "$BIN" "${M[@]}" -o ../torn.jsonl in.jsonl 2>/dev/null)
+head -c 1234 ref.jsonl >>torn.jsonl
 "$BIN" "${M[@]}" --resume -o torn.jsonl in.jsonl 2>/dev/null
 same "jsonl: a torn last line is cut and redone" torn.jsonl ref.jsonl
 
@@ -190,7 +193,8 @@ assert sorted(rows) == sorted(ids), "ids differ"
 assert all(np.array_equal(rows[k], ref[j]) for j, k in enumerate(ids)), "rows differ"
 EOF
 "$BIN" "${M[@]}" --shard 1/3 -o rs.jsonl in.jsonl 2>/dev/null
-head -c 200001 rs.jsonl >rs2.jsonl
+(cd part && "$BIN" "${M[@]}" --shard 1/3 -o ../rs2.jsonl in.jsonl 2>/dev/null)
+head -c 2001 rs.jsonl >>rs2.jsonl
 "$BIN" "${M[@]}" --shard 1/3 --resume -o rs2.jsonl in.jsonl 2>/dev/null
 same "--shard with --resume" rs2.jsonl rs.jsonl
 "$BIN" "${M[@]}" --shard 3/3 in.jsonl >/dev/null 2>&1
