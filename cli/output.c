@@ -667,24 +667,25 @@ static int open_regular(const char *path, int flags, bool *not_regular)
     return fd;
 }
 
-/* Reopen a file of the set and cut it back to len bytes (its checkpoint). Missing and empty
- * are the same when the checkpoint holds nothing of it. */
-static ge_status reopen_cut(FILE **f, const char *path, const char *role, long long len,
-                            ge_err *err)
+/* Reopen a file of output's set and cut it back to len bytes (its checkpoint). Missing and
+ * empty are the same when the checkpoint holds nothing of it. */
+static ge_status reopen_cut(FILE **f, const char *output, const char *path, const char *role,
+                            long long len, ge_err *err)
 {
     bool odd;
     int fd = open_regular(path, O_RDWR | (len == 0 ? O_CREAT : 0), &odd);
     struct stat sb;
     if (fd < 0)
-        return ge_fail(err, GE_E_USAGE, "cannot resume: %s %s is %s", role, path,
-                       odd ? "not a regular file" : errno == ENOENT ? "missing" :
-                       strerror(errno));
+        return ge_fail(err, GE_E_USAGE, "%s: cannot resume: %s %s is %s (it held %lld bytes at "
+                       "the last checkpoint); restore it, or remove %s and %s.resume to start "
+                       "again", output, role, path, odd ? "not a regular file" :
+                       errno == ENOENT ? "missing" : strerror(errno), len, output, output);
     if (fstat(fd, &sb) != 0 || sb.st_size < len) {
         close(fd);
         return ge_fail(err, GE_E_USAGE,
-                       "cannot resume: %s %s is shorter (%lld bytes) than its last checkpoint "
-                       "(%lld bytes)",
-                       role, path, (long long)sb.st_size, len);
+                       "%s: cannot resume: %s %s is shorter (%lld bytes) than at the last "
+                       "checkpoint (%lld bytes); restore it, or remove %s and %s.resume to start "
+                       "again", output, role, path, (long long)sb.st_size, len, output, output);
     }
     if (ftruncate(fd, (off_t)len) != 0 || lseek(fd, 0, SEEK_END) < 0 ||
         !(*f = fdopen(fd, "r+b"))) {
@@ -857,7 +858,8 @@ static ge_status state_resume(ge_out *o, ge_ckpt *c, ge_err *err)
         return ge_fail(err, GE_E_USAGE,
                        "%s: cannot resume: its state file %s is %s (remove %s and %s to start "
                        "again)", o->cfg.path, o->state_name,
-                       n < 0 ? strerror(errno) : (size_t)n == sizeof buf ? "too long" : why.msg,
+                       n < 0 ? strerror(errno) : (size_t)n == sizeof buf ? "damaged: too long" :
+                       why.msg,
                        o->cfg.path, o->state_name);
     char diff[400];
     if (ge_fp_diff(&was, &o->fp, diff, sizeof diff))
@@ -933,7 +935,7 @@ ge_status ge_out_open(ge_out **out, const ge_out_cfg *cfg, unsigned long long *s
     } else {
         o->f_name = cfg->path;
         if (o->resumed) {
-            if ((st = reopen_cut(&o->f, cfg->path, "the output", c.out, err)) != GE_OK ||
+            if ((st = reopen_cut(&o->f, cfg->path, cfg->path, "the output", c.out, err)) != GE_OK ||
                 (cfg->format == GE_FMT_NPY && (st = npy_check_header(o, &c, err)) != GE_OK))
                 goto fail;
             o->rows = c.rows;
@@ -960,7 +962,7 @@ ge_status ge_out_open(ge_out **out, const ge_out_cfg *cfg, unsigned long long *s
             goto fail;
         }
         if (o->resumed && c.ids >= 0)
-            st = reopen_cut(&o->ids, o->ids_name, "the ids file", c.ids, err);
+            st = reopen_cut(&o->ids, cfg->path, o->ids_name, "the ids file", c.ids, err);
         else if (!(o->ids = ge_path_create(o->ids_name, err)))
             st = GE_E_IO;
         if (st)
@@ -969,7 +971,7 @@ ge_status ge_out_open(ge_out **out, const ge_out_cfg *cfg, unsigned long long *s
     if (cfg->errors) {
         o->errf_name = cfg->errors;
         if (o->resumed && c.errors >= 0)
-            st = reopen_cut(&o->errf, cfg->errors, "the errors file", c.errors, err);
+            st = reopen_cut(&o->errf, cfg->path, cfg->errors, "the errors file", c.errors, err);
         else if (!(o->errf = ge_path_create(cfg->errors, err)))
             st = GE_E_IO;
         if (st)

@@ -158,10 +158,9 @@ ge_status ge_state_parse(const char *buf, size_t len, ge_ckpt *c, ge_fingerprint
 {
     memset(c, 0, sizeof *c);
     memset(fp, 0, sizeof *fp);
-    if (len >= 18 && memcmp(buf, "gemmaembed-resume 1", 19 <= len ? 19 : len) == 0)
-        return ge_fail(err, GE_E_FORMAT,
-                       "written by an older gemmaembed, which did not record the model and "
-                       "options");
+    if (len >= 20 && memcmp(buf, "gemmaembed-resume 1 ", 20) == 0)
+        return ge_fail(err, GE_E_FORMAT, "from an older gemmaembed, which did not record the "
+                       "model and options");
     /* the fingerprint: magic, lines, "end crc=XXXXXXXX\n" */
     size_t m = sizeof FP_MAGIC - 1;
     if (len < GE_STATE_FP_AT + m || memcmp(buf + GE_STATE_FP_AT, FP_MAGIC, m) != 0)
