@@ -463,6 +463,10 @@ ge_status ge_model_set_mmproj(ge_model *m, const char *const *paths, int n, ge_e
 {
     for (int i = 0; i < m->n_mmproj; i++)
         free(m->mmproj[i]);
+    /* the towers' repacked weights are keyed by addresses in mappings about to go: a new
+     * mapping could reuse them */
+    if (m->vision || m->audio)
+        ge_linear_cache_free(m);
     towers_free(m);
     m->n_mmproj = 0;
     if (n < 0 || n > 2)
