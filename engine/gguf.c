@@ -327,6 +327,7 @@ static ge_status parse(ge_gguf *g, int fd, ge_err *err)
                  kv->key.ptr);
         if ((st = rd(&c, &kv->type, 4, key)) || (st = skip_value(&c, kv, key)))
             return st;
+        kv->nbytes = (uint64_t)(c.pos - (size_t)(kv->val - g->base));
         if (ge_gguf_str_eq(kv->key, "general.alignment")) {
             uint32_t a;
             if (kv->type != GE_GGUF_U32 || (memcpy(&a, kv->val, 4), a == 0) || (a & (a - 1)))
@@ -701,26 +702,34 @@ ge_status ge_gguf_get_f32_array(const ge_gguf *g, const char *key, float *out, s
     return GE_OK;
 }
 
-ge_status ge_gguf_get_str_array(const ge_gguf *g, const char *key, ge_gguf_str **strs,
-                                size_t *n, ge_err *err)
+ge_status ge_gguf_get_str_iter(const ge_gguf *g, const char *key, ge_gguf_str_iter *it,
+                               ge_err *err)
 {
-    *strs = NULL;
-    *n = 0;
+    *it = (ge_gguf_str_iter){0};
     const ge_gguf_kv *kv = ge_gguf_find(g, key);
     if (!kv)
         return missing(g, key, err);
     if (kv->type != GE_GGUF_ARR || kv->arr_type != GE_GGUF_STR)
         return bad_type(g, key, "a string array", err);
-    ge_gguf_str *s = malloc((kv->arr_n ? kv->arr_n : 1) * sizeof *s);
+    *it = (ge_gguf_str_iter){kv->val, kv->arr_n, kv->arr_n, kv->nbytes};
+    return GE_OK;
+}
+
+ge_status ge_gguf_get_str_array(const ge_gguf *g, const char *key, ge_gguf_str **strs,
+                                size_t *n, ge_err *err)
+{
+    *strs = NULL;
+    *n = 0;
+    ge_gguf_str_iter it;
+    ge_status st = ge_gguf_get_str_iter(g, key, &it, err);
+    if (st)
+        return st;
+    ge_gguf_str *s = malloc((it.n ? it.n : 1) * sizeof *s);
     if (!s)
         return ge_fail(err, GE_E_NOMEM, "%s: out of memory reading %s", g->path, key);
-    const uint8_t *p = kv->val; /* lengths were validated at open */
-    for (uint64_t i = 0; i < kv->arr_n; i++) {
-        memcpy(&s[i].len, p, 8);
-        s[i].ptr = (const char *)p + 8;
-        p += 8 + s[i].len;
-    }
+    for (uint64_t i = 0; it.left; i++)
+        s[i] = ge_gguf_str_next(&it);
     *strs = s;
-    *n = kv->arr_n;
+    *n = it.n;
     return GE_OK;
 }

@@ -10,6 +10,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <string.h>
 
 #include "ge.h"
 
@@ -30,6 +31,7 @@ typedef struct {
     uint32_t arr_type;   /* element type when type == GE_GGUF_ARR */
     uint64_t arr_n;      /* element count when type == GE_GGUF_ARR */
     const uint8_t *val;  /* the value (or the first array element) in the mapping */
+    uint64_t nbytes;     /* bytes from val to the value's end */
 } ge_gguf_kv;
 
 #define GE_GGUF_MAX_DIMS 4
@@ -88,6 +90,26 @@ ge_status ge_gguf_get_str(const ge_gguf *g, const char *key, ge_gguf_str *out, g
  * error) into out[0..n). A scalar integer key is broadcast to all n entries. */
 ge_status ge_gguf_get_int_array(const ge_gguf *g, const char *key, int64_t *out, size_t n,
                                 ge_err *err);
+/* A string array's elements one by one, without allocating: ge_gguf_get_str_iter (missing
+ * key or another type: GE_E_FORMAT naming the file and key), then ge_gguf_str_next while
+ * it.left > 0. it.n and it.nbytes are the element count and the array's size in the file,
+ * for checks that come before anything is allocated per element. */
+typedef struct {
+    const uint8_t *p; /* the next element */
+    uint64_t left;    /* elements from p on */
+    uint64_t n, nbytes;
+} ge_gguf_str_iter;
+ge_status ge_gguf_get_str_iter(const ge_gguf *g, const char *key, ge_gguf_str_iter *it,
+                               ge_err *err);
+static inline ge_gguf_str ge_gguf_str_next(ge_gguf_str_iter *it)
+{
+    ge_gguf_str s;
+    memcpy(&s.len, it->p, 8); /* lengths were validated at open */
+    s.ptr = (const char *)it->p + 8;
+    it->p += 8 + s.len;
+    it->left--;
+    return s;
+}
 /* A string array: *n elements; strs (allocated, caller frees) receives each element. */
 ge_status ge_gguf_get_str_array(const ge_gguf *g, const char *key, ge_gguf_str **strs,
                                 size_t *n, ge_err *err);
