@@ -3,7 +3,7 @@
 downloads can crash gemmaembed).
 
     tests/hostile_gguf.py KIND IN.gguf OUT.gguf
-    tests/hostile_gguf.py --all TEXT.gguf MMPROJ.gguf DIR   every kind, as DIR/KIND.gguf
+    tests/hostile_gguf.py --all [--small] TEXT.gguf MMPROJ.gguf DIR   every kind: DIR/KIND.gguf
     tests/hostile_gguf.py --list          the kinds, one a line: KIND BASE EXPECT
 
 Reads IN (a tools/mkmodel file: BASE "text" is testdata/tiny-q8_0.gguf, "mmproj" the
@@ -11,7 +11,9 @@ combined testdata/tiny-mmproj-both-q8_0.gguf), applies KIND to its metadata or t
 infos and writes OUT; the tensor data is copied as it is. EXPECT is a word the loader's
 one-line error must hold (tests/test_hostile_models.sh checks it). Files with "sparse" in
 their kind are sparse (holes written with seek): small on disk, large in apparent size.
-Standard library only.
+With --small (fuzzing seeds, which the fuzzer reads whole, up to 1 MB) the sparse kinds
+claim 4096 entries or 1000 tensors instead, conv-claim 64 channels and patch 8-pixel
+patches. Standard library only.
 """
 
 import struct
@@ -25,6 +27,7 @@ GGML_F32 = 0
 # (block elements, bytes) of the ggml types these files hold
 TYPE_SIZE = {0: (1, 4), 1: (1, 2), 8: (32, 34), 30: (1, 2)}
 A = "gemma-embedding2."
+SMALL = False  # --small: the sparse kinds' counts for fuzzing seeds
 
 
 class Hole:
@@ -254,7 +257,7 @@ def vocabrows(g):
 
 def sparse_vocab(g):
     """64 Mi empty tokens (8 zero bytes each: a 512 MiB hole), no token types or scores."""
-    n = 64 << 20
+    n = 4096 if SMALL else 64 << 20
     g.find("tokenizer.ggml.tokens")[2] = [struct.pack("<IQ", T_STR, n), Hole(8 * n)]
     g.remove("tokenizer.ggml.token_type")
     g.remove("tokenizer.ggml.scores")
@@ -262,7 +265,7 @@ def sparse_vocab(g):
 
 def sparse_merges(g):
     """64 Mi empty merges (a 512 MiB hole)."""
-    n = 64 << 20
+    n = 4096 if SMALL else 64 << 20
     g.find("tokenizer.ggml.merges")[2] = [struct.pack("<IQ", T_STR, n), Hole(8 * n)]
 
 
@@ -270,7 +273,7 @@ def sparse_tensors(g):
     """100,000 extra one-value tensors, their data a hole; blk.3.ffn_up is missing (so the
     file is refused): the reader's duplicate check was quadratic in the tensor count."""
     g.tensors.remove(g.tensor("blk.3.ffn_up.weight"))
-    for i in range(100000):
+    for i in range(1000 if SMALL else 100000):
         off = g.append_data(4, hole=True)
         g.tensors.append(dict(name="extra.%d" % i, ne=[1], type=GGML_F32, offset=off))
 
@@ -292,20 +295,22 @@ def mm_float(key, value):
 def patch(g):
     """clip.vision.patch_size 32 and a matching v.patch_embd {32, 32, 3, D}: the image
     path cuts 16-pixel patches (768 values each), the tower read 3072 per patch."""
-    g.set("clip.vision.patch_size", T_U32, 32)
+    p = 8 if SMALL else 32  # (a fuzzing seed stays under libFuzzer's 1 MB)
+    g.set("clip.vision.patch_size", T_U32, p)
     t = g.tensor("v.patch_embd.weight")
-    t["ne"] = [32, 32, 3, t["ne"][3]]
+    t["ne"] = [p, p, 3, t["ne"][3]]
     t["offset"] = g.append_data(g.nbytes(t))
 
 
 def conv_claim(g):
     """a.conv1d.0 claims 4096 channels (its data is there, a hole) but a.conv1d.1 still
     takes 16: the loader sized a 600 MB buffer from the claim before checking the shapes."""
+    c = 64 if SMALL else 4096
     t = g.tensor("a.conv1d.0.weight")
-    t["ne"] = [3, 3, 1, 4096]
+    t["ne"] = [3, 3, 1, c]
     t["offset"] = g.append_data(g.nbytes(t), hole=True)
     t = g.tensor("a.conv1d.1.weight")
-    t["ne"] = [3, 3, 16, 4096]
+    t["ne"] = [3, 3, 16, c]
     t["offset"] = g.append_data(g.nbytes(t), hole=True)
 
 
@@ -357,6 +362,10 @@ def main(argv):
         for k, (base, _, expect) in KINDS.items():
             print(k, base, expect)
         return 0
+    if argv[:2] == ["--all", "--small"]:
+        global SMALL
+        SMALL = True
+        argv = argv[:1] + argv[2:]
     if len(argv) == 4 and argv[0] == "--all":
         for k, (base, fn, _) in KINDS.items():
             g = Gguf(argv[1] if base == "text" else argv[2])
