@@ -155,6 +155,16 @@ static ge_status load_hparams(ge_model *m, ge_err *err)
         (st = ge_gguf_get_f32_in(g, KEY("rope.freq_base"), 1.0f, INFINITY, &base_full, err)) ||
         (st = ge_gguf_get_f32_in(g, KEY("rope.freq_base_swa"), 1.0f, INFINITY, &base_swa, err)))
         return st;
+    /* floats the engine does not read (GGUF.md: absent in EmbeddingGemma 2) are still in
+     * their meaningful range when present: out of it, the file is damaged */
+    static const char *const unread[] = {KEY("attn_logit_softcapping"),
+                                         KEY("final_logit_softcapping"),
+                                         KEY("rope.scaling.factor")};
+    float f;
+    for (size_t i = 0; i < sizeof unread / sizeof unread[0]; i++)
+        if (ge_gguf_find(g, unread[i]) &&
+            (st = ge_gguf_get_f32_in(g, unread[i], 0.0f, INFINITY, &f, err)))
+            return st;
     if (pooling != 1)
         return ge_fail(err, GE_E_UNSUPPORTED, "%s: pooling_type %u (only 1 = mean)", g->path,
                        pooling);

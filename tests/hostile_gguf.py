@@ -292,6 +292,21 @@ def mm_float(key, value):
     return f
 
 
+def softcap(g):
+    """final_logit_softcapping = NaN (not read by the engine, but no softcap)."""
+    g.set(A + "final_logit_softcapping", T_F32, NAN)
+
+
+def image_std(g):
+    """clip.vision.image_std = [1, 0, 1] (not read: the graph scales pixels itself)."""
+    g.set_array("clip.vision.image_std", T_F32, [1.0, 0.0, 1.0])
+
+
+def image_mean(g):
+    """clip.vision.image_mean = [0, inf, 0]."""
+    g.set_array("clip.vision.image_mean", T_F32, [0.0, INF, 0.0])
+
+
 def patch(g):
     """clip.vision.patch_size 32 and a matching v.patch_embd {32, 32, 3, D}: the image
     path cuts 16-pixel patches (768 values each), the tower read 3072 per patch."""
@@ -348,6 +363,9 @@ KINDS = {
     "eps-0": ("text", text_float(EPS, 0.0), EPS),
     "rope-inf": ("text", text_float("rope.freq_base", INF), "rope.freq_base"),
     "rope-nan": ("text", text_float("rope.freq_base_swa", NAN), "rope.freq_base_swa"),
+    "softcap": ("text", softcap, "final_logit_softcapping"),
+    "image-std": ("mmproj", image_std, "image_std"),
+    "image-mean": ("mmproj", image_mean, "image_mean"),
     "patch": ("mmproj", patch, "patch_size"),
     "conv-claim": ("mmproj", conv_claim, "a.conv1d.1.weight"),
     "clamp-inf": ("mmproj", clamp_inf, "a.blk.0.attn_q"),
