@@ -179,13 +179,17 @@ $(FUZZ)/fuzz_%: tests/fuzz/fuzz_%.c $(FUZZ)/libge.a
 fuzz-build: $(FUZZ_BIN)
 
 # seeds: the committed small ones, plus for the GGUF target the tiny model whole and its
-# header alone (generated here, not committed)
+# header alone, the tiny mmproj files, and every hostile model kind of tests/hostile_gguf.py
+# (their sparse ones scaled down: the fuzzer reads a seed whole) (generated here, not committed)
 $(FUZZ)/seeds/%: fuzz-build
 	@rm -rf $@ && mkdir -p $@
 	@cp tests/fuzz/corpus/$*/* $@/ 2>/dev/null || true
 	@if [ $* = gguf ]; then \
-	  cp testdata/tiny-q8_0.gguf $@/tiny-q8_0.gguf; \
-	  head -c 30300 testdata/tiny-f32.gguf >$@/tiny-f32-header.gguf; fi
+	  cp testdata/tiny-q8_0.gguf testdata/tiny-mmproj-both-q8_0.gguf \
+	    testdata/tiny-mmproj-audio-q8_0.gguf $@/; \
+	  head -c 30300 testdata/tiny-f32.gguf >$@/tiny-f32-header.gguf; \
+	  $(PYTHON) tests/hostile_gguf.py --all --small testdata/tiny-q8_0.gguf \
+	    testdata/tiny-mmproj-both-q8_0.gguf $@; fi
 
 # (the suppressions: leaks inside third-party decoders, see tests/lsan.supp)
 fuzz-run-%: $(FUZZ)/fuzz_% $(FUZZ)/seeds/%

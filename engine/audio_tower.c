@@ -97,9 +97,14 @@ static ge_status bind_clin(const ge_audio_tower *t, int li, const char *what, in
         st = bound(t, base, "output_min", &c->out_lo, err);
     if (!st)
         st = bound(t, base, "output_max", &c->out_hi, err);
-    if (!st && (!(c->in_lo <= c->in_hi) || !(c->out_lo <= c->out_hi)))
-        st = ge_fail(err, GE_E_FORMAT, "%s: %s: clamp bounds out of order ([%g, %g], [%g, %g])",
-                     t->gguf->path, base, c->in_lo, c->in_hi, c->out_lo, c->out_hi);
+    /* an infinite bound is "no clamp" on its side (HF's default), but a lower bound of +inf
+     * or an upper one of -inf clamps everything to infinity */
+    if (!st && (!(c->in_lo <= c->in_hi) || !(c->out_lo <= c->out_hi) ||
+                c->in_lo == INFINITY || c->out_lo == INFINITY || c->in_hi == -INFINITY ||
+                c->out_hi == -INFINITY))
+        st = ge_fail(err, GE_E_FORMAT, "%s: %s: clamp bounds out of order or clamping to "
+                     "infinity ([%g, %g], [%g, %g])", t->gguf->path, base, c->in_lo, c->in_hi,
+                     c->out_lo, c->out_hi);
     return st;
 }
 
@@ -156,27 +161,20 @@ static ge_status bind_layer(const ge_audio_tower *t, int i, alayer *l, ge_err *e
     return st;
 }
 
-/* A sub-sampling convolution {3, 3, c_in, c_out} as a GEMM weight {9 c_in, c_out} whose
- * inputs run (dy, dx, c): the order in which gather() lays out a patch. */
-static ge_status bind_conv(ge_audio_tower *t, const char *name, int c_in, int c_out, float *dst,
-                           ge_tensor *out, ge_err *err)
+/* A sub-sampling convolution {3, 3, c_in, c_out} (w, bound with split 2) as a GEMM weight
+ * {9 c_in, c_out} whose inputs run (dy, dx, c): the order in which gather() lays out a patch. */
+static void reorder_conv(const ge_tensor *w, int c_in, int c_out, float *dst, ge_tensor *out)
 {
-    ge_tensor w;
-    ge_status st = ge_tensor_bind(t->gguf, name, (int64_t[4]){CONV_K, CONV_K, c_in, c_out}, 2,
-                                  &w, err);
-    if (st)
-        return st;
     float row[CONV_K * CONV_K];
     for (int co = 0; co < c_out; co++)
         for (int ci = 0; ci < c_in; ci++) {
             /* row (co, ci) holds the 3x3 kernel, dy (time) major, dx (mel) minor */
-            ge_tensor_row(&w, (int64_t)co * c_in + ci, row);
+            ge_tensor_row(w, (int64_t)co * c_in + ci, row);
             for (int k = 0; k < CONV_K * CONV_K; k++)
                 dst[((size_t)co * CONV_K * CONV_K + k) * c_in + ci] = row[k];
         }
-    *out = (ge_tensor){w.name, GE_T_F32, (int64_t)CONV_K * CONV_K * c_in, c_out,
+    *out = (ge_tensor){w->name, GE_T_F32, (int64_t)CONV_K * CONV_K * c_in, c_out,
                        (size_t)CONV_K * CONV_K * c_in * sizeof(float), (const uint8_t *)dst};
-    return GE_OK;
 }
 
 static ge_status bind_tower(ge_audio_tower *t, int text_hidden, ge_err *err)
@@ -196,6 +194,12 @@ static ge_status bind_tower(ge_audio_tower *t, int text_hidden, ge_err *err)
         st = ge_gguf_get_int_in(g, "clip.audio.projection_dim", 1, big, &t->proj_dim, err);
     if (!st)
         st = ge_gguf_get_int_in(g, "clip.audio.num_mel_bins", 1, 1024, &t->n_mel, err);
+    /* the tower's norms use NORM_EPS whatever the key says (as clip.cpp), but a file whose
+     * epsilon is no epsilon is damaged */
+    float eps;
+    if (!st && ge_gguf_find(g, "clip.audio.attention.layer_norm_epsilon"))
+        st = ge_gguf_get_f32_in(g, "clip.audio.attention.layer_norm_epsilon", 0.0f, 1.0f, &eps,
+                                err);
     if (st)
         return st;
     if (t->n_mel != GE_AUDIO_MEL)
@@ -228,13 +232,19 @@ static ge_status bind_tower(ge_audio_tower *t, int text_hidden, ge_err *err)
     t->K = dw->ne[0] >= 1 && dw->ne[0] <= 64 ? (int)dw->ne[0] : 1;
     t->m2 = (t->n_mel + 1) / 2;
     t->m4 = (t->m2 + 1) / 2;
+    /* both shapes before the fp32 copy is sized from the channel counts they claim */
+    ge_tensor w0, w1;
+    if ((st = ge_tensor_bind(g, "a.conv1d.0.weight", (int64_t[4]){CONV_K, CONV_K, 1, t->c0}, 2,
+                             &w0, err)) ||
+        (st = ge_tensor_bind(g, "a.conv1d.1.weight",
+                             (int64_t[4]){CONV_K, CONV_K, t->c0, t->c1}, 2, &w1, err)))
+        return st;
     size_t nw = (size_t)CONV_K * CONV_K * ((size_t)t->c0 + (size_t)t->c0 * t->c1);
     if (!(t->conv_w = malloc(nw * sizeof *t->conv_w)))
         return ge_fail(err, GE_E_NOMEM, "out of memory");
-    if ((st = bind_conv(t, "a.conv1d.0.weight", 1, t->c0, t->conv_w, &t->conv0, err)) ||
-        (st = bind_conv(t, "a.conv1d.1.weight", t->c0, t->c1,
-                        t->conv_w + (size_t)CONV_K * CONV_K * t->c0, &t->conv1, err)) ||
-        (st = bind(t, "a.conv1d.0.norm.weight", t->c0, 1, &t->norm0, err)) ||
+    reorder_conv(&w0, 1, t->c0, t->conv_w, &t->conv0);
+    reorder_conv(&w1, t->c0, t->c1, t->conv_w + (size_t)CONV_K * CONV_K * t->c0, &t->conv1);
+    if ((st = bind(t, "a.conv1d.0.norm.weight", t->c0, 1, &t->norm0, err)) ||
         (st = bind(t, "a.conv1d.1.norm.weight", t->c1, 1, &t->norm1, err)) ||
         (st = bind(t, "a.input_projection.weight", (int64_t)t->c1 * t->m4, t->D, &t->in_proj,
                    err)) ||

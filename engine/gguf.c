@@ -1,6 +1,8 @@
 /* gguf.c - GGUF v2/v3 reader: mmap, one validating pass over the header, typed accessors. */
 #include <errno.h>
 #include <fcntl.h>
+#include <float.h>
+#include <math.h>
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdio.h>
@@ -96,6 +98,8 @@ typedef struct {
     size_t pos, size;
     const char *path;
     ge_err *err;
+    int fd;          /* the file, for finding holes (-1: none) */
+    size_t data_end; /* [pos, data_end) is known to be data, not a hole */
 } cursor;
 
 static ge_status need(cursor *c, uint64_t n, const char *what)
@@ -141,6 +145,24 @@ static size_t scalar_size(uint32_t t)
     }
 }
 
+/* The length of the hole of a sparse file at pos (0 when pos is in data), found with
+ * SEEK_DATA / SEEK_HOLE without touching the pages: a few-MB file can claim a 512 MiB string
+ * array of zeros (64 Mi empty strings), and walking it through the mapping would fault in
+ * every page. A plain file costs two lseek calls in all. */
+static size_t hole_at(cursor *c)
+{
+    if (c->pos < c->data_end || c->fd < 0)
+        return 0;
+    off_t d = lseek(c->fd, (off_t)c->pos, SEEK_DATA);
+    if (d < 0 && errno == ENXIO) /* no data after pos: a hole to the end */
+        return c->size - c->pos;
+    if (d > (off_t)c->pos)
+        return ((size_t)d < c->size ? (size_t)d : c->size) - c->pos;
+    off_t h = d < 0 ? -1 : lseek(c->fd, (off_t)c->pos, SEEK_HOLE);
+    c->data_end = h > (off_t)c->pos && (size_t)h < c->size ? (size_t)h : c->size;
+    return 0;
+}
+
 /* Skip one value of type t (validating it), recording where it starts. */
 static ge_status skip_value(cursor *c, ge_gguf_kv *kv, const char *key)
 {
@@ -158,6 +180,14 @@ static ge_status skip_value(cursor *c, ge_gguf_kv *kv, const char *key)
         kv->val = c->p + c->pos;
         if (kv->arr_type == GE_GGUF_STR) {
             for (uint64_t i = 0; i < kv->arr_n; i++) {
+                /* a hole is a run of empty strings: step over it without reading it */
+                size_t run = hole_at(c) / 8;
+                if (run) {
+                    run = run < kv->arr_n - i ? run : (size_t)(kv->arr_n - i);
+                    c->pos += run * 8;
+                    i += run - 1;
+                    continue;
+                }
                 ge_gguf_str s;
                 if ((st = rd_str(c, &s, key)))
                     return st;
@@ -188,9 +218,105 @@ static ge_status skip_value(cursor *c, ge_gguf_kv *kv, const char *key)
 
 /* ---- open / close ------------------------------------------------------------------------ */
 
-static ge_status parse(ge_gguf *g, ge_err *err)
+/* Room for entry i of an array that grows as the header is read (i == *cap: double it), so
+ * that the counts a header claims cost nothing before their entries are there. */
+static void *grow(void *v, uint64_t *cap, uint64_t i, size_t size)
 {
-    cursor c = {g->base, 0, g->size, g->path, err};
+    if (i < *cap)
+        return v;
+    uint64_t n = *cap ? 2 * *cap : 64;
+    uint8_t *w = realloc(v, (size_t)n * size);
+    if (!w)
+        return NULL;
+    memset(w + (size_t)*cap * size, 0, (size_t)(n - *cap) * size);
+    *cap = n;
+    return w;
+}
+
+static int key_cmp(ge_gguf_str a, ge_gguf_str b)
+{
+    int r = memcmp(a.ptr, b.ptr, a.len < b.len ? a.len : b.len);
+    return r ? r : (a.len > b.len) - (a.len < b.len);
+}
+
+static int kv_order(const void *a, const void *b)
+{
+    return key_cmp((*(const ge_gguf_kv *const *)a)->key, (*(const ge_gguf_kv *const *)b)->key);
+}
+
+static int name_order(const void *a, const void *b)
+{
+    return strcmp((*(const ge_gguf_tensor *const *)a)->name,
+                  (*(const ge_gguf_tensor *const *)b)->name);
+}
+
+/* by data address, then by position in the file (the same address: two tensors, one data) */
+static int data_order(const void *a, const void *b)
+{
+    const ge_gguf_tensor *x = *(const ge_gguf_tensor *const *)a;
+    const ge_gguf_tensor *y = *(const ge_gguf_tensor *const *)b;
+    const uint8_t *p = x->data, *q = y->data;
+    return p != q ? (p > q) - (p < q) : (x > y) - (x < y);
+}
+
+/* The lookup indexes (sorted by key / name), refusing a key or a tensor name given twice:
+ * a lookup would silently take one of them. O(n log n). */
+static ge_status index_names(ge_gguf *g, ge_err *err)
+{
+    g->kv_by_key = malloc((g->n_kv ? g->n_kv : 1) * sizeof *g->kv_by_key);
+    g->tensor_by_name = malloc((g->n_tensors ? g->n_tensors : 1) * sizeof *g->tensor_by_name);
+    if (!g->kv_by_key || !g->tensor_by_name)
+        return ge_fail(err, GE_E_NOMEM, "%s: out of memory reading the header", g->path);
+    for (uint64_t i = 0; i < g->n_kv; i++)
+        g->kv_by_key[i] = &g->kv[i];
+    for (uint64_t i = 0; i < g->n_tensors; i++)
+        g->tensor_by_name[i] = &g->tensors[i];
+    qsort(g->kv_by_key, g->n_kv, sizeof *g->kv_by_key, kv_order);
+    qsort(g->tensor_by_name, g->n_tensors, sizeof *g->tensor_by_name, name_order);
+    for (uint64_t i = 1; i < g->n_kv; i++) {
+        ge_gguf_str k = g->kv_by_key[i]->key;
+        if (key_cmp(g->kv_by_key[i - 1]->key, k) == 0)
+            return ge_fail(err, GE_E_FORMAT, "%s: duplicate metadata key %.*s", g->path,
+                           (int)(k.len < 128 ? k.len : 128), k.ptr);
+    }
+    for (uint64_t i = 1; i < g->n_tensors; i++)
+        if (strcmp(g->tensor_by_name[i - 1]->name, g->tensor_by_name[i]->name) == 0)
+            return ge_fail(err, GE_E_FORMAT, "%s: duplicate tensor %s", g->path,
+                           g->tensor_by_name[i]->name);
+    return GE_OK;
+}
+
+/* No two tensors share a byte of data. The engine caches work per tensor (repacked weights)
+ * and may drop a tensor's pages once it is repacked: an alias or overlap would hand one
+ * tensor's state to another. Sorted by address, each must end before the next starts. */
+static ge_status check_overlaps(const ge_gguf *g, ge_err *err)
+{
+    if (g->n_tensors < 2)
+        return GE_OK;
+    const ge_gguf_tensor **by = malloc(g->n_tensors * sizeof *by);
+    if (!by)
+        return ge_fail(err, GE_E_NOMEM, "%s: out of memory reading the header", g->path);
+    for (uint64_t i = 0; i < g->n_tensors; i++)
+        by[i] = &g->tensors[i];
+    qsort(by, g->n_tensors, sizeof *by, data_order);
+    ge_status st = GE_OK;
+    for (uint64_t i = 1; i < g->n_tensors && !st; i++) {
+        const ge_gguf_tensor *a = by[i - 1], *b = by[i];
+        const uint8_t *pa = a->data, *pb = b->data;
+        if ((uint64_t)(pb - pa) < a->nbytes)
+            st = ge_fail(err, GE_E_FORMAT,
+                         "%s: tensors %s and %s overlap: data [%llu, +%llu) and [%llu, +%llu)",
+                         g->path, a->name, b->name, (unsigned long long)(pa - g->base),
+                         (unsigned long long)a->nbytes, (unsigned long long)(pb - g->base),
+                         (unsigned long long)b->nbytes);
+    }
+    free(by);
+    return st;
+}
+
+static ge_status parse(ge_gguf *g, int fd, ge_err *err)
+{
+    cursor c = {g->base, 0, g->size, g->path, err, fd, 0};
     char magic[4];
     ge_status st = rd(&c, magic, 4, "magic");
     if (st || memcmp(magic, "GGUF", 4) != 0)
@@ -200,30 +326,38 @@ static ge_status parse(ge_gguf *g, ge_err *err)
     if (g->version != 2 && g->version != 3)
         return ge_fail(err, GE_E_UNSUPPORTED, "%s: GGUF version %u (only 2 and 3 are supported)",
                        g->path, g->version);
-    if ((st = rd(&c, &g->n_tensors, 8, "tensor count")) || (st = rd(&c, &g->n_kv, 8, "kv count")))
+    uint64_t n_tensors, n_kv;
+    if ((st = rd(&c, &n_tensors, 8, "tensor count")) || (st = rd(&c, &n_kv, 8, "kv count")))
         return st;
     /* each kv needs >= 8+4 bytes and each tensor info >= 8+4+4+8 bytes */
-    if (g->n_kv > g->size / 12 || g->n_tensors > g->size / 24)
+    if (n_kv > g->size / 12 || n_tensors > g->size / 24)
         return ge_fail(err, GE_E_FORMAT,
                        "%s: corrupt header: %llu metadata entries and %llu tensors cannot fit "
                        "in %zu bytes",
-                       g->path, (unsigned long long)g->n_kv, (unsigned long long)g->n_tensors,
+                       g->path, (unsigned long long)n_kv, (unsigned long long)n_tensors,
                        g->size);
-    g->kv = calloc(g->n_kv ? g->n_kv : 1, sizeof *g->kv);
-    g->tensors = calloc(g->n_tensors ? g->n_tensors : 1, sizeof *g->tensors);
-    if (!g->kv || !g->tensors)
-        return ge_fail(err, GE_E_NOMEM, "%s: out of memory reading the header", g->path);
 
     g->alignment = 32;
-    for (uint64_t i = 0; i < g->n_kv; i++) {
+    uint64_t cap = 0;
+    for (uint64_t i = 0; i < n_kv; i++) {
+        ge_gguf_kv *kvs = grow(g->kv, &cap, i, sizeof *kvs);
+        if (!kvs)
+            return ge_fail(err, GE_E_NOMEM, "%s: out of memory reading the header", g->path);
+        g->kv = kvs;
+        g->n_kv = i + 1;
         ge_gguf_kv *kv = &g->kv[i];
         char key[160];
         if ((st = rd_str(&c, &kv->key, "metadata key")))
             return st;
+        if (kv->key.len == 0 || kv->key.len > 65535) /* the GGUF spec's bounds */
+            return ge_fail(err, GE_E_FORMAT, "%s: metadata entry %llu: key length %llu out of "
+                           "range", g->path, (unsigned long long)i,
+                           (unsigned long long)kv->key.len);
         snprintf(key, sizeof key, "%.*s", (int)(kv->key.len < 128 ? kv->key.len : 128),
                  kv->key.ptr);
         if ((st = rd(&c, &kv->type, 4, key)) || (st = skip_value(&c, kv, key)))
             return st;
+        kv->nbytes = (uint64_t)(c.pos - (size_t)(kv->val - g->base));
         if (ge_gguf_str_eq(kv->key, "general.alignment")) {
             uint32_t a;
             if (kv->type != GE_GGUF_U32 || (memcpy(&a, kv->val, 4), a == 0) || (a & (a - 1)))
@@ -233,7 +367,13 @@ static ge_status parse(ge_gguf *g, ge_err *err)
         }
     }
 
-    for (uint64_t i = 0; i < g->n_tensors; i++) {
+    cap = 0;
+    for (uint64_t i = 0; i < n_tensors; i++) {
+        ge_gguf_tensor *ts = grow(g->tensors, &cap, i, sizeof *ts);
+        if (!ts)
+            return ge_fail(err, GE_E_NOMEM, "%s: out of memory reading the header", g->path);
+        g->tensors = ts;
+        g->n_tensors = i + 1;
         ge_gguf_tensor *t = &g->tensors[i];
         ge_gguf_str name;
         if ((st = rd_str(&c, &name, "tensor name")))
@@ -277,10 +417,9 @@ static ge_status parse(ge_gguf *g, ge_err *err)
             return ge_fail(err, GE_E_FORMAT, "%s: tensor %s: size overflows", g->path, t->name);
         t->nbytes = nel / ti->block * ti->bytes;
         t->data = (const void *)(uintptr_t)off; /* relative for now */
-        for (uint64_t j = 0; j < i; j++)
-            if (strcmp(g->tensors[j].name, t->name) == 0)
-                return ge_fail(err, GE_E_FORMAT, "%s: duplicate tensor %s", g->path, t->name);
     }
+    if ((st = index_names(g, err)))
+        return st;
 
     size_t data_start = (c.pos + g->alignment - 1) / g->alignment * g->alignment;
     if (data_start < c.pos || data_start > g->size)
@@ -300,7 +439,7 @@ static ge_status parse(ge_gguf *g, ge_err *err)
                            (unsigned long long)t->nbytes);
         t->data = g->base + data_start + off;
     }
-    return GE_OK;
+    return check_overlaps(g, err);
 }
 
 ge_status ge_gguf_open(ge_gguf **out, const char *path, ge_err *err)
@@ -322,19 +461,22 @@ ge_status ge_gguf_open(ge_gguf **out, const char *path, ge_err *err)
     }
     void *map = mmap(NULL, (size_t)sb.st_size, PROT_READ, MAP_PRIVATE, fd, 0);
     int e = errno;
-    close(fd);
-    if (map == MAP_FAILED)
+    if (map == MAP_FAILED) {
+        close(fd);
         return ge_fail(err, GE_E_IO, "%s: cannot map: %s", path, strerror(e));
+    }
 
     ge_gguf *g = calloc(1, sizeof *g);
     if (!g || !(g->path = strdup(path))) {
         munmap(map, (size_t)sb.st_size);
+        close(fd);
         free(g);
         return ge_fail(err, GE_E_NOMEM, "%s: out of memory", path);
     }
     g->base = map;
     g->size = (size_t)sb.st_size;
-    ge_status st = parse(g, err);
+    ge_status st = parse(g, fd, err); /* the descriptor finds holes while the header is read */
+    close(fd);
     if (!st && !mapping_add(g->base, g->size, g->path))
         st = ge_fail(err, GE_E_LIMIT, "%s: too many open model files", path);
     if (st) {
@@ -357,6 +499,8 @@ void ge_gguf_close(ge_gguf *g)
     }
     free(g->kv);
     free(g->tensors);
+    free(g->kv_by_key);
+    free(g->tensor_by_name);
     free(g->path);
     free(g);
 }
@@ -371,18 +515,31 @@ bool ge_gguf_str_eq(ge_gguf_str s, const char *c)
 
 const ge_gguf_kv *ge_gguf_find(const ge_gguf *g, const char *key)
 {
-    for (uint64_t i = 0; i < g->n_kv; i++)
-        if (ge_gguf_str_eq(g->kv[i].key, key))
-            return &g->kv[i];
-    return NULL;
+    const ge_gguf_str k = {key, strlen(key)};
+    uint64_t lo = 0, hi = g->n_kv;
+    while (lo < hi) { /* the first key >= k */
+        uint64_t mid = lo + (hi - lo) / 2;
+        if (key_cmp(g->kv_by_key[mid]->key, k) < 0)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    return lo < g->n_kv && key_cmp(g->kv_by_key[lo]->key, k) == 0 ? g->kv_by_key[lo] : NULL;
 }
 
 const ge_gguf_tensor *ge_gguf_tensor_find(const ge_gguf *g, const char *name)
 {
-    for (uint64_t i = 0; i < g->n_tensors; i++)
-        if (strcmp(g->tensors[i].name, name) == 0)
-            return &g->tensors[i];
-    return NULL;
+    uint64_t lo = 0, hi = g->n_tensors;
+    while (lo < hi) {
+        uint64_t mid = lo + (hi - lo) / 2;
+        if (strcmp(g->tensor_by_name[mid]->name, name) < 0)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    return lo < g->n_tensors && strcmp(g->tensor_by_name[lo]->name, name) == 0
+               ? g->tensor_by_name[lo]
+               : NULL;
 }
 
 static ge_status missing(const ge_gguf *g, const char *key, ge_err *err)
@@ -395,7 +552,8 @@ static ge_status bad_type(const ge_gguf *g, const char *key, const char *want, g
     return ge_fail(err, GE_E_FORMAT, "%s: metadata key %s: expected %s", g->path, key, want);
 }
 
-/* Read scalar integer element of type t at p; false when t is not an integer type. */
+/* Read scalar integer element of type t at p; false when t is not an integer type.
+ * *neg_or_big: a u64 over INT64_MAX, or a bool other than 0 and 1. */
 static bool load_int(uint32_t t, const uint8_t *p, int64_t *v, bool *neg_or_big)
 {
     union { uint8_t u8; int8_t i8; uint16_t u16; int16_t i16; uint32_t u32; int32_t i32;
@@ -406,7 +564,11 @@ static bool load_int(uint32_t t, const uint8_t *p, int64_t *v, bool *neg_or_big)
     memcpy(&u, p, sz);
     *neg_or_big = false;
     switch (t) {
-    case GE_GGUF_U8: case GE_GGUF_BOOL: *v = u.u8; break;
+    case GE_GGUF_BOOL: /* array elements are not checked at open: a bool is 0 or 1 */
+        *v = u.u8;
+        *neg_or_big = u.u8 > 1;
+        break;
+    case GE_GGUF_U8: *v = u.u8; break;
     case GE_GGUF_I8: *v = u.i8; break;
     case GE_GGUF_U16: *v = u.u16; break;
     case GE_GGUF_I16: *v = u.i16; break;
@@ -472,11 +634,22 @@ ge_status ge_gguf_get_f32(const ge_gguf *g, const char *key, float *out, ge_err 
     } else if (kv->type == GE_GGUF_F64) {
         double d;
         memcpy(&d, kv->val, 8);
-        *out = (float)d;
+        /* out of float's range is undefined behaviour for the cast: infinity (or NaN) */
+        *out = fabs(d) <= FLT_MAX ? (float)d : d > 0 ? INFINITY : d < 0 ? -INFINITY : NAN;
     } else {
         return bad_type(g, key, "a float", err);
     }
     return GE_OK;
+}
+
+ge_status ge_gguf_get_f32_in(const ge_gguf *g, const char *key, float lo, float hi, float *out,
+                             ge_err *err)
+{
+    ge_status st = ge_gguf_get_f32(g, key, out, err);
+    if (!st && !(isfinite(*out) && *out > lo && *out < hi))
+        st = ge_fail(err, GE_E_FORMAT, "%s: metadata %s = %g is out of range (%g, %g)", g->path,
+                     key, (double)*out, (double)lo, (double)hi);
+    return st;
 }
 
 ge_status ge_gguf_get_bool_or(const ge_gguf *g, const char *key, bool dflt, bool *out,
@@ -525,8 +698,12 @@ ge_status ge_gguf_get_int_array(const ge_gguf *g, const char *key, int64_t *out,
                        g->path, key, (unsigned long long)kv->arr_n, n);
     size_t es = scalar_size(kv->arr_type);
     for (size_t i = 0; i < n; i++) {
-        if (!load_int(kv->arr_type, kv->val + i * es, &out[i], &big) || big)
+        if (!load_int(kv->arr_type, kv->val + i * es, &out[i], &big))
             return bad_type(g, key, "an integer array", err);
+        if (big)
+            return ge_fail(err, GE_E_FORMAT, "%s: metadata key %s: entry %zu is out of range "
+                           "(%s)", g->path, key, i,
+                           kv->arr_type == GE_GGUF_BOOL ? "a bool is 0 or 1" : "over 2^63");
     }
     return GE_OK;
 }
@@ -555,26 +732,34 @@ ge_status ge_gguf_get_f32_array(const ge_gguf *g, const char *key, float *out, s
     return GE_OK;
 }
 
-ge_status ge_gguf_get_str_array(const ge_gguf *g, const char *key, ge_gguf_str **strs,
-                                size_t *n, ge_err *err)
+ge_status ge_gguf_get_str_iter(const ge_gguf *g, const char *key, ge_gguf_str_iter *it,
+                               ge_err *err)
 {
-    *strs = NULL;
-    *n = 0;
+    *it = (ge_gguf_str_iter){0};
     const ge_gguf_kv *kv = ge_gguf_find(g, key);
     if (!kv)
         return missing(g, key, err);
     if (kv->type != GE_GGUF_ARR || kv->arr_type != GE_GGUF_STR)
         return bad_type(g, key, "a string array", err);
-    ge_gguf_str *s = malloc((kv->arr_n ? kv->arr_n : 1) * sizeof *s);
+    *it = (ge_gguf_str_iter){kv->val, kv->arr_n, kv->arr_n, kv->nbytes};
+    return GE_OK;
+}
+
+ge_status ge_gguf_get_str_array(const ge_gguf *g, const char *key, ge_gguf_str **strs,
+                                size_t *n, ge_err *err)
+{
+    *strs = NULL;
+    *n = 0;
+    ge_gguf_str_iter it;
+    ge_status st = ge_gguf_get_str_iter(g, key, &it, err);
+    if (st)
+        return st;
+    ge_gguf_str *s = malloc((it.n ? it.n : 1) * sizeof *s);
     if (!s)
         return ge_fail(err, GE_E_NOMEM, "%s: out of memory reading %s", g->path, key);
-    const uint8_t *p = kv->val; /* lengths were validated at open */
-    for (uint64_t i = 0; i < kv->arr_n; i++) {
-        memcpy(&s[i].len, p, 8);
-        s[i].ptr = (const char *)p + 8;
-        p += 8 + s[i].len;
-    }
+    for (uint64_t i = 0; it.left; i++)
+        s[i] = ge_gguf_str_next(&it);
     *strs = s;
-    *n = kv->arr_n;
+    *n = it.n;
     return GE_OK;
 }

@@ -10,6 +10,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <string.h>
 
 #include "ge.h"
 
@@ -30,6 +31,7 @@ typedef struct {
     uint32_t arr_type;   /* element type when type == GE_GGUF_ARR */
     uint64_t arr_n;      /* element count when type == GE_GGUF_ARR */
     const uint8_t *val;  /* the value (or the first array element) in the mapping */
+    uint64_t nbytes;     /* bytes from val to the value's end */
 } ge_gguf_kv;
 
 #define GE_GGUF_MAX_DIMS 4
@@ -49,12 +51,18 @@ typedef struct {
     uint32_t version;
     uint32_t alignment;
     uint64_t n_kv, n_tensors;
-    ge_gguf_kv *kv;
-    ge_gguf_tensor *tensors;
+    ge_gguf_kv *kv;                        /* in file order */
+    ge_gguf_tensor *tensors;               /* in file order */
+    const ge_gguf_kv **kv_by_key;          /* sorted by key (byte order): the lookups */
+    const ge_gguf_tensor **tensor_by_name; /* sorted by name */
 } ge_gguf;
 
 /* Open and fully validate a GGUF file. Tensor types unknown to this build are an error
- * (their size cannot be checked); known-but-unsupported types are accepted here. */
+ * (their size cannot be checked); known-but-unsupported types are accepted here. A key or a
+ * tensor name given twice, an empty key, and two tensors whose data share a byte are
+ * GE_E_FORMAT naming the file and the keys / tensors. The header's counts cost memory only
+ * as their entries are read, and the holes of a sparse file are never read (a string array
+ * over a hole is a run of empty strings, stepped over). */
 ge_status ge_gguf_open(ge_gguf **out, const char *path, ge_err *err);
 void ge_gguf_close(ge_gguf *g); /* accepts NULL */
 
@@ -71,13 +79,37 @@ ge_status ge_gguf_get_u32_or(const ge_gguf *g, const char *key, uint32_t dflt, u
 ge_status ge_gguf_get_int_in(const ge_gguf *g, const char *key, int lo, int hi, int *out,
                              ge_err *err);
 ge_status ge_gguf_get_f32(const ge_gguf *g, const char *key, float *out, ge_err *err);
+/* A finite float in the open interval (lo, hi) (hi may be INFINITY): GE_E_FORMAT naming the
+ * file, key, value and range otherwise (NaN and infinities never pass). */
+ge_status ge_gguf_get_f32_in(const ge_gguf *g, const char *key, float lo, float hi, float *out,
+                             ge_err *err);
 ge_status ge_gguf_get_bool_or(const ge_gguf *g, const char *key, bool dflt, bool *out,
                               ge_err *err);
 ge_status ge_gguf_get_str(const ge_gguf *g, const char *key, ge_gguf_str *out, ge_err *err);
-/* Array of n integers (any integer or bool element type) into out[0..n). A scalar integer
- * key is broadcast to all n entries. */
+/* Array of n integers (any integer or bool element type; a bool other than 0 or 1 is an
+ * error) into out[0..n). A scalar integer key is broadcast to all n entries. */
 ge_status ge_gguf_get_int_array(const ge_gguf *g, const char *key, int64_t *out, size_t n,
                                 ge_err *err);
+/* A string array's elements one by one, without allocating: ge_gguf_get_str_iter (missing
+ * key or another type: GE_E_FORMAT naming the file and key), then ge_gguf_str_next while
+ * it.left > 0. it.n and it.nbytes are the element count and the array's size in the file,
+ * for checks that come before anything is allocated per element. */
+typedef struct {
+    const uint8_t *p; /* the next element */
+    uint64_t left;    /* elements from p on */
+    uint64_t n, nbytes;
+} ge_gguf_str_iter;
+ge_status ge_gguf_get_str_iter(const ge_gguf *g, const char *key, ge_gguf_str_iter *it,
+                               ge_err *err);
+static inline ge_gguf_str ge_gguf_str_next(ge_gguf_str_iter *it)
+{
+    ge_gguf_str s;
+    memcpy(&s.len, it->p, 8); /* lengths were validated at open */
+    s.ptr = (const char *)it->p + 8;
+    it->p += 8 + s.len;
+    it->left--;
+    return s;
+}
 /* A string array: *n elements; strs (allocated, caller frees) receives each element. */
 ge_status ge_gguf_get_str_array(const ge_gguf *g, const char *key, ge_gguf_str **strs,
                                 size_t *n, ge_err *err);

@@ -2,9 +2,10 @@
  * split into (output rows x token block) tasks on the pool.
  *
  * Weights are repacked once into the kernel tier's layout on first use (or all at load with
- * --prepack) and cached by their source data pointer; with --release-weights the file pages
- * of a repacked tensor are dropped so that resident memory holds one copy. SGEMM panels keep
- * the weight's type (kernels/sgemm.h), so that copy is no bigger than the file's tensor. */
+ * --prepack) and cached by their identity (data pointer, type, shape); with --release-weights
+ * the file pages of a repacked tensor are dropped so that resident memory holds one copy.
+ * SGEMM panels keep the weight's type (kernels/sgemm.h), so that copy is no bigger than the
+ * file's tensor. */
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
@@ -17,11 +18,23 @@
 enum { PACK_Q8 = 1, PACK_SG = 2 };
 
 typedef struct {
-    const void *src; /* key: source data pointer */
-    int kind;        /* PACK_Q8 / PACK_SG */
-    ge_tier tier;    /* layouts differ between tiers */
+    /* key: the weight's whole identity, so that two weights can never share an entry (a
+     * smaller one's buffer handed to a bigger one is an out-of-bounds read) even if their
+     * data starts at the same address (the GGUF reader refuses overlapping tensors) */
+    const void *src;
+    uint32_t type;
+    int64_t ne0, ne1;
+    size_t row_bytes;
+    int kind;     /* PACK_Q8 / PACK_SG */
+    ge_tier tier; /* layouts differ between tiers */
     void *data;
 } pack_entry;
+
+static bool same_weight(const pack_entry *e, const ge_tensor *w, int kind, ge_tier tier)
+{
+    return e->src == w->data && e->type == w->type && e->ne0 == w->ne0 && e->ne1 == w->ne1 &&
+           e->row_bytes == w->row_bytes && e->kind == kind && e->tier == tier;
+}
 
 struct ge_packed_cache {
     pthread_mutex_t mu;
@@ -123,7 +136,7 @@ static const void *packed_weight(ge_model *m, const ge_kern *k, const ge_tensor 
     }
     pthread_mutex_lock(&c->mu);
     for (size_t i = 0; i < c->n; i++)
-        if (c->v[i].src == w->data && c->v[i].kind == kind && c->v[i].tier == k->tier) {
+        if (same_weight(&c->v[i], w, kind, k->tier)) {
             void *d = c->v[i].data;
             pthread_mutex_unlock(&c->mu);
             return d;
@@ -146,7 +159,8 @@ static const void *packed_weight(ge_model *m, const ge_kern *k, const ge_tensor 
     int group = kind == PACK_Q8 ? k->q8_row_group : k->sg_panel;
     pack_job j = {k, w, data, kind, (int64_t)group * ((256 + group - 1) / group)};
     ge_parallel(m, (w->ne1 + j.rows_per_task - 1) / j.rows_per_task, 0, pack_task, &j);
-    c->v[c->n++] = (pack_entry){w->data, kind, k->tier, data};
+    c->v[c->n++] = (pack_entry){w->data, w->type, w->ne0, w->ne1, w->row_bytes, kind, k->tier,
+                                data};
     if (m->cfg.v[GE_CFG_RELEASE_WEIGHTS])
         release_pages(w);
     pthread_mutex_unlock(&c->mu);

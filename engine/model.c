@@ -1,4 +1,5 @@
 /* model.c - bind a gemma-embedding2 GGUF: hyperparameters from metadata, strict tensor checks. */
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -97,6 +98,9 @@ static ge_status bind_layer(const ge_gguf *g, const ge_hparams *hp, int i, ge_la
     if (st)
         return st;
     ge_dequant_row(scale.type, scale.data, &l->out_scale, 1);
+    if (!isfinite(l->out_scale)) /* it scales the whole residual stream */
+        return ge_fail(err, GE_E_FORMAT, "%s: tensor %s is %g", g->path, name,
+                       (double)l->out_scale);
     return GE_OK;
 }
 
@@ -142,24 +146,30 @@ static ge_status load_hparams(ge_model *m, ge_err *err)
 
     uint32_t pooling;
     bool causal;
+    /* the floats: finite, and the epsilon and rope bases in their meaningful ranges */
+    float base_full, base_swa;
     if ((st = ge_gguf_get_u32_or(g, KEY("pooling_type"), 1, &pooling, err)) ||
         (st = ge_gguf_get_bool_or(g, KEY("attention.causal"), false, &causal, err)) ||
-        (st = ge_gguf_get_f32(g, KEY("attention.layer_norm_rms_epsilon"), &hp->eps, err)))
+        (st = ge_gguf_get_f32_in(g, KEY("attention.layer_norm_rms_epsilon"), 0.0f, 1.0f,
+                                 &hp->eps, err)) ||
+        (st = ge_gguf_get_f32_in(g, KEY("rope.freq_base"), 1.0f, INFINITY, &base_full, err)) ||
+        (st = ge_gguf_get_f32_in(g, KEY("rope.freq_base_swa"), 1.0f, INFINITY, &base_swa, err)))
         return st;
+    /* floats the engine does not read (GGUF.md: absent in EmbeddingGemma 2) are still in
+     * their meaningful range when present: out of it, the file is damaged */
+    static const char *const unread[] = {KEY("attn_logit_softcapping"),
+                                         KEY("final_logit_softcapping"),
+                                         KEY("rope.scaling.factor")};
+    float f;
+    for (size_t i = 0; i < sizeof unread / sizeof unread[0]; i++)
+        if (ge_gguf_find(g, unread[i]) &&
+            (st = ge_gguf_get_f32_in(g, unread[i], 0.0f, INFINITY, &f, err)))
+            return st;
     if (pooling != 1)
         return ge_fail(err, GE_E_UNSUPPORTED, "%s: pooling_type %u (only 1 = mean)", g->path,
                        pooling);
     if (causal)
         return ge_fail(err, GE_E_UNSUPPORTED, "%s: causal attention is not an encoder", g->path);
-    if (!(hp->eps > 0.0f && hp->eps < 1.0f))
-        return ge_fail(err, GE_E_FORMAT, "%s: bad rms epsilon", g->path);
-
-    float base_full, base_swa;
-    if ((st = ge_gguf_get_f32(g, KEY("rope.freq_base"), &base_full, err)) ||
-        (st = ge_gguf_get_f32(g, KEY("rope.freq_base_swa"), &base_swa, err)))
-        return st;
-    if (!(base_full > 1.0f) || !(base_swa > 1.0f))
-        return ge_fail(err, GE_E_FORMAT, "%s: rope bases must be > 1", g->path);
 
     const int L = hp->n_layer;
     m->layers = calloc((size_t)L, sizeof *m->layers);
@@ -174,14 +184,22 @@ static ge_status load_hparams(ge_model *m, ge_err *err)
         st = ge_gguf_get_int_array(g, KEY("attention.head_count_kv"), kv, (size_t)L, err);
     for (int i = 0; !st && i < L; i++) {
         ge_layer *l = &m->layers[i];
+        /* both ranges are checked on the 64-bit values: a cast first would wrap 2^32 + 2 to 2 */
+        if (pattern[i] != 0 && pattern[i] != 1) {
+            st = ge_fail(err, GE_E_FORMAT, "%s: " KEY("attention.sliding_window_pattern")
+                         ": layer %d is %lld (0 or 1)", g->path, i, (long long)pattern[i]);
+            break;
+        }
+        if (kv[i] < 1 || kv[i] > hp->n_head || hp->n_head % kv[i]) {
+            st = ge_fail(err, GE_E_FORMAT, "%s: " KEY("attention.head_count_kv") ": layer %d: "
+                         "%lld KV heads do not divide %d query heads", g->path, i,
+                         (long long)kv[i], hp->n_head);
+            break;
+        }
         l->sliding = pattern[i] != 0;
         l->head_dim = l->sliding ? head_swa : head_full;
         l->rope_base = l->sliding ? base_swa : base_full;
         l->n_kv = (int)kv[i];
-        if (l->n_kv < 1 || l->n_kv > hp->n_head || hp->n_head % l->n_kv)
-            st = ge_fail(err, GE_E_FORMAT,
-                         "%s: layer %d: %d KV heads do not divide %d query heads", g->path, i,
-                         l->n_kv, hp->n_head);
         if (l->sliding)
             swa = 1;
     }
@@ -204,6 +222,14 @@ static ge_status bind_all(ge_model *m, ge_err *err)
     const ge_gguf *g = m->gguf;
     const ge_hparams *hp = &m->hp;
     ge_status st;
+    /* token_embd has a row per token: the counts agree before the tokenizer builds anything
+     * per token (a few-MB sparse file can claim 64 Mi tokens) */
+    const ge_gguf_kv *tokens = ge_gguf_find(g, "tokenizer.ggml.tokens");
+    const ge_gguf_tensor *te = ge_gguf_tensor_find(g, "token_embd.weight");
+    if (tokens && tokens->type == GE_GGUF_ARR && te && te->ne[1] != tokens->arr_n)
+        return ge_fail(err, GE_E_FORMAT, "%s: tokenizer.ggml.tokens has %llu tokens, "
+                       "token_embd.weight %llu rows", g->path,
+                       (unsigned long long)tokens->arr_n, (unsigned long long)te->ne[1]);
     if ((st = ge_tok_create(&m->tok, g, err)))
         return st;
     m->hp.n_vocab = ge_tok_vocab_size(m->tok);
@@ -463,6 +489,10 @@ ge_status ge_model_set_mmproj(ge_model *m, const char *const *paths, int n, ge_e
 {
     for (int i = 0; i < m->n_mmproj; i++)
         free(m->mmproj[i]);
+    /* the towers' repacked weights are keyed by addresses in mappings about to go: a new
+     * mapping could reuse them */
+    if (m->vision || m->audio)
+        ge_linear_cache_free(m);
     towers_free(m);
     m->n_mmproj = 0;
     if (n < 0 || n > 2)

@@ -62,7 +62,7 @@ struct ge_model {
     int wave_threads;          /* cap for the current wave (P-cores only for small waves) */
     float *row_scratch;        /* [threads][row_scratch_len]: one weight row per worker */
     size_t row_scratch_len;
-    ge_packed_cache *packed;   /* repacked weights, keyed by source data pointer */
+    ge_packed_cache *packed;   /* repacked weights, keyed by data pointer, type and shape */
     float *rope_cos[2], *rope_sin[2]; /* [rope_len][d/2] per layer type (0 sliding, 1 full) */
     int rope_len;
     ge_gguf *gguf;

@@ -5,6 +5,15 @@
 
 #include "ge.h"
 
+/* One line whatever it quotes: messages name keys, tensors and strings read from files, and
+ * a hostile one may hold a line break (or a terminal escape). */
+static void one_line(char *s)
+{
+    for (; *s; s++)
+        if (((unsigned char)*s < 0x20 && *s != '\t') || *s == 0x7f)
+            *s = '?';
+}
+
 ge_status ge_fail(ge_err *err, ge_status code, const char *fmt, ...)
 {
     if (err) {
@@ -12,6 +21,7 @@ ge_status ge_fail(ge_err *err, ge_status code, const char *fmt, ...)
         va_start(ap, fmt);
         vsnprintf(err->msg, sizeof err->msg, fmt, ap);
         va_end(ap);
+        one_line(err->msg);
         err->code = code;
     }
     return code;
@@ -38,6 +48,7 @@ void ge_err_prefix(ge_err *err, const char *fmt, ...)
     ol = ol < cap - pos ? ol : cap - pos;
     memcpy(err->msg + pos, old, ol);
     err->msg[pos + ol] = 0;
+    one_line(err->msg);
 }
 
 const char *ge_status_name(ge_status code)

@@ -69,6 +69,7 @@ struct ge_tok {
     int32_t media[3];      /* <|image|>, <|audio|>, <|video|> ids, -1 when absent */
     int32_t bos, eos, unk;
     bool add_bos, add_eos;
+    size_t longest;        /* bytes of the longest piece */
 };
 
 static const char *const MEDIA_PIECES[3] = {"<|image|>", "<|audio|>", "<|video|>"};
@@ -220,6 +221,7 @@ static ge_status load_pieces(ge_tok *t, const ge_gguf *g, ge_err *err)
         size_t nb = n - b0 < BATCH ? n - b0 : BATCH;
         for (size_t k = 0; k < nb; k++) {
             const ge_gguf_str *p = &t->pieces[b0 + k];
+            t->longest = p->len > t->longest ? (size_t)p->len : t->longest;
             h[k] = piece_hash(poly(p->ptr, p->len), p->len);
             __builtin_prefetch(&t->piece_map[h[k] & mask], 1);
         }
@@ -325,21 +327,27 @@ static int32_t first_cp(const char *s, size_t n)
 
 static ge_status load_merges(ge_tok *t, const ge_gguf *g, ge_err *err)
 {
-    ge_gguf_str *m;
-    size_t n;
-    ge_status st = ge_gguf_get_str_array(g, "tokenizer.ggml.merges", &m, &n, err);
+    ge_gguf_str_iter it;
+    ge_status st = ge_gguf_get_str_iter(g, "tokenizer.ggml.merges", &it, err);
     if (st)
         return st;
+    /* a merge is at least "a b" after its 8-byte length: a count the array's bytes cannot
+     * hold (a sparse file's hole reads as empty strings) is refused before the table is
+     * sized by it */
+    if (it.n > it.nbytes / 11 || it.n >= INT32_MAX)
+        return ge_fail(err, GE_E_FORMAT, "%s: tokenizer.ggml.merges: %llu merges cannot fit in "
+                       "%llu bytes", g->path, (unsigned long long)it.n,
+                       (unsigned long long)it.nbytes);
+    const size_t n = (size_t)it.n;
     t->merge_cap = pow2_at_least(n + n / 2 + 1);
     t->merges = malloc(t->merge_cap * sizeof *t->merges);
-    if (!t->merges) {
-        free(m);
+    if (!t->merges)
         return ge_fail(err, GE_E_NOMEM, "%s: out of memory for %zu merges", g->path, n);
-    }
     for (size_t i = 0; i < t->merge_cap; i++)
         t->merges[i].rank = -1;
     const size_t pmask = t->piece_cap - 1, mmask = t->merge_cap - 1;
     struct {
+        ge_gguf_str s;  /* "left right" */
         const char *l, *r;
         size_t ll, rl;
         uint64_t h[3];  /* left, right, left+right */
@@ -350,7 +358,14 @@ static ge_status load_merges(ge_tok *t, const ge_gguf *g, ge_err *err)
         /* 1: split "left right" (at the first space after byte 0: a piece may be a lone
          * space), hash the three pieces, prefetch their slots */
         for (size_t k = 0; k < nb; k++) {
-            const ge_gguf_str *s = &m[b0 + k];
+            const ge_gguf_str *s = &q[k].s;
+            q[k].s = ge_gguf_str_next(&it);
+            if (s->len > t->longest + 1) { /* left + right is no piece: never read it all */
+                st = ge_fail(err, GE_E_FORMAT, "%s: merge %zu is %llu bytes, longer than any "
+                             "two pieces it could join (longest piece: %zu bytes)", g->path,
+                             b0 + k, (unsigned long long)s->len, t->longest);
+                break;
+            }
             const char *sp = s->len > 1 ? memchr(s->ptr + 1, ' ', s->len - 1) : NULL;
             if (!sp) {
                 st = ge_fail(err, GE_E_FORMAT, "%s: merge %zu is not \"left right\"", g->path,
@@ -399,7 +414,7 @@ static ge_status load_merges(ge_tok *t, const ge_gguf *g, ge_err *err)
                 q[k].id[j] = id;
             }
             if (q[k].id[0] < 0 || q[k].id[1] < 0 || q[k].id[2] < 0) {
-                const ge_gguf_str *s = &m[b0 + k];
+                const ge_gguf_str *s = &q[k].s;
                 st = ge_fail(err, GE_E_FORMAT, "%s: merge %zu (\"%.*s\") names a piece that is "
                              "not in the vocabulary", g->path, b0 + k,
                              (int)(s->len > 80 ? 80 : s->len), s->ptr);
@@ -423,7 +438,6 @@ static ge_status load_merges(ge_tok *t, const ge_gguf *g, ge_err *err)
             }
         }
     }
-    free(m);
     return st;
 }
 
@@ -484,6 +498,19 @@ static ge_status special_id(const ge_gguf *g, const ge_tok *t, const char *key, 
     return GE_OK;
 }
 
+/* An optional per-token array (token types, scores): numbers, one per token. */
+static ge_status per_token(const ge_gguf *g, const char *key, size_t n, ge_err *err)
+{
+    const ge_gguf_kv *kv = ge_gguf_find(g, key);
+    if (kv && (kv->type != GE_GGUF_ARR || kv->arr_type == GE_GGUF_STR ||
+               kv->arr_type == GE_GGUF_ARR))
+        return ge_fail(err, GE_E_FORMAT, "%s: %s is not an array of numbers", g->path, key);
+    if (kv && kv->arr_n != n)
+        return ge_fail(err, GE_E_FORMAT, "%s: %s has %llu entries for %zu tokens", g->path, key,
+                       (unsigned long long)kv->arr_n, n);
+    return GE_OK;
+}
+
 ge_status ge_tok_create(ge_tok **out, const ge_gguf *g, ge_err *err)
 {
     *out = NULL;
@@ -501,12 +528,20 @@ ge_status ge_tok_create(ge_tok **out, const ge_gguf *g, ge_err *err)
     t->split_words = true;
     size_t n;
     int32_t *types = NULL;
-    if ((st = ge_gguf_get_str_array(g, "tokenizer.ggml.tokens", &t->pieces, &n, err)))
+    /* the counts first: nothing is allocated per token before they agree */
+    ge_gguf_str_iter it;
+    if ((st = ge_gguf_get_str_iter(g, "tokenizer.ggml.tokens", &it, err)))
         goto fail;
-    if (n == 0 || n > INT32_MAX / 4) {
-        st = ge_fail(err, GE_E_FORMAT, "%s: vocabulary of %zu tokens", g->path, n);
+    if (it.n == 0 || it.n > INT32_MAX / 4) {
+        st = ge_fail(err, GE_E_FORMAT, "%s: vocabulary of %llu tokens", g->path,
+                     (unsigned long long)it.n);
         goto fail;
     }
+    n = (size_t)it.n;
+    if ((st = per_token(g, "tokenizer.ggml.token_type", n, err)) ||
+        (st = per_token(g, "tokenizer.ggml.scores", n, err)) ||
+        (st = ge_gguf_get_str_array(g, "tokenizer.ggml.tokens", &t->pieces, &n, err)))
+        goto fail;
     t->n_vocab = (int)n;
     types = malloc(n * sizeof *types);
     if (!types) {
@@ -520,8 +555,12 @@ ge_status ge_tok_create(ge_tok **out, const ge_gguf *g, ge_err *err)
             goto fail;
         }
         st = ge_gguf_get_int_array(g, "tokenizer.ggml.token_type", tmp, n, err);
-        for (size_t i = 0; i < n; i++)
+        for (size_t i = 0; i < n && !st; i++) {
+            if (tmp[i] < 0 || tmp[i] > TT_BYTE)
+                st = ge_fail(err, GE_E_FORMAT, "%s: tokenizer.ggml.token_type: token %zu has "
+                             "type %lld (0..6 are token types)", g->path, i, (long long)tmp[i]);
             types[i] = (int32_t)tmp[i];
+        }
         free(tmp);
         if (st)
             goto fail;

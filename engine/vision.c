@@ -102,9 +102,27 @@ static ge_status bind_vision(ge_vision *v, int text_hidden, ge_err *err)
     if (!st)
         st = ge_gguf_get_int_in(g, "clip.vision.projection_dim", 1, big, &v->proj_dim, err);
     if (!st)
-        st = ge_gguf_get_f32(g, "clip.vision.attention.layer_norm_epsilon", &v->eps, err);
+        st = ge_gguf_get_f32_in(g, "clip.vision.attention.layer_norm_epsilon", 0.0f, 1.0f,
+                                &v->eps, err);
+    /* the pixel mean and std are not read (the graph scales pixels to [-1, 1] itself), but a
+     * file whose std is not positive or whose values are not finite is damaged */
+    float mean[3] = {0}, sd[3] = {1, 1, 1};
+    if (!st && ge_gguf_find(g, "clip.vision.image_mean"))
+        st = ge_gguf_get_f32_array(g, "clip.vision.image_mean", mean, 3, err);
+    if (!st && ge_gguf_find(g, "clip.vision.image_std"))
+        st = ge_gguf_get_f32_array(g, "clip.vision.image_std", sd, 3, err);
+    for (int c = 0; c < 3 && !st; c++)
+        if (!isfinite(mean[c]) || !isfinite(sd[c]) || !(sd[c] > 0.0f))
+            st = ge_fail(err, GE_E_FORMAT, "%s: clip.vision.image_mean / image_std: channel %d "
+                         "is %g / %g", g->path, c, (double)mean[c], (double)sd[c]);
     if (st)
         return st;
+    /* the image path cuts GE_IMAGE_PATCH-pixel patches (GE_IMAGE_PATCH_DIM values each): a
+     * tower with other patches would read past every patch buffer */
+    if (v->patch != GE_IMAGE_PATCH)
+        return ge_fail(err, GE_E_UNSUPPORTED, "%s: clip.vision.patch_size %d is not supported "
+                       "(images are cut into %d-pixel patches)", g->path, v->patch,
+                       GE_IMAGE_PATCH);
     if (v->D % v->n_head || (v->D / v->n_head) % 4)
         return ge_fail(err, GE_E_FORMAT, "%s: width %d does not split into %d heads of a "
                        "multiple of 4 (2-D RoPE)", g->path, v->D, v->n_head);

@@ -33,9 +33,12 @@ for name in "${targets[@]}"; do
     seeds=build/fuzz/seeds/${name%-real}
     rm -rf "$seeds" && mkdir -p "$seeds"
     cp tests/fuzz/corpus/"${name%-real}"/* "$seeds"/
-    if [ "$name" = gguf ]; then
-        cp testdata/tiny-q8_0.gguf "$seeds"/
+    if [ "$name" = gguf ]; then # as the Makefile's seeds rule
+        cp testdata/tiny-q8_0.gguf testdata/tiny-mmproj-both-q8_0.gguf \
+            testdata/tiny-mmproj-audio-q8_0.gguf "$seeds"/
         head -c 30300 testdata/tiny-f32.gguf >"$seeds"/tiny-f32-header.gguf
+        ${PYTHON:-/usr/bin/python3} tests/hostile_gguf.py --all --small testdata/tiny-q8_0.gguf \
+            testdata/tiny-mmproj-both-q8_0.gguf "$seeds"
     fi
     corpus="$OUT/fuzz-corpus-$name"
     rm -rf "$corpus" && mkdir -p "$corpus"

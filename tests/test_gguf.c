@@ -2,6 +2,7 @@
  * the generated tiny models and their --broken variants (argv[1] = folder with broken-*.gguf). */
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <unistd.h>
 
 #include "check.h"
@@ -11,7 +12,7 @@
 /* ---- a tiny in-memory GGUF builder --------------------------------------------------------- */
 
 typedef struct {
-    uint8_t buf[4096];
+    uint8_t buf[8192];
     size_t n;
 } bytes;
 
@@ -21,43 +22,60 @@ static void u64(bytes *b, uint64_t v) { put(b, &v, 8); }
 static void str(bytes *b, const char *s) { u64(b, strlen(s)), put(b, s, strlen(s)); }
 static void pad(bytes *b, size_t a) { while (b->n % a) b->buf[b->n++] = 0; }
 
-/* A valid file: 3 kv (arch string, u32 array, alignment) and one F32 tensor {4, 2}. */
+/* A valid file: 3 kv (arch string, u32 array, alignment) and one F32 tensor "w" {4, 2};
+ * optionally a second F32 tensor "v" {4, 2} at offset2, another key in place of
+ * "test.values", booleans for its values. */
 typedef struct {
     uint64_t n_tensors, n_kv, str_len, arr_n, ne0, offset;
     uint32_t type, n_dims, version;
     int truncate_data;
+    const char *key2;    /* the second key (default "test.values") */
+    uint32_t arr_type;   /* its element type: GE_GGUF_U32 or GE_GGUF_BOOL (values 1, 0, 2) */
+    int second;          /* a second tensor "v" at offset2 */
+    uint64_t offset2;
 } spec;
 
-static spec good(void) { return (spec){1, 3, 4, 3, 4, 0, GE_T_F32, 2, 3, 0}; }
+static spec good(void)
+{
+    return (spec){.n_tensors = 1, .n_kv = 3, .str_len = 4, .arr_n = 3, .ne0 = 4,
+                  .type = GE_T_F32, .n_dims = 2, .version = 3, .key2 = "test.values",
+                  .arr_type = GE_GGUF_U32};
+}
 
 static void build(bytes *b, spec s)
 {
     b->n = 0;
     put(b, "GGUF", 4);
     u32(b, s.version);
-    u64(b, s.n_tensors);
+    u64(b, s.n_tensors + (s.second != 0));
     u64(b, s.n_kv);
     str(b, "general.architecture");
     u32(b, GE_GGUF_STR);
     u64(b, s.str_len);
     put(b, "test", 4);
-    str(b, "test.values");
+    str(b, s.key2);
     u32(b, GE_GGUF_ARR);
-    u32(b, GE_GGUF_U32);
+    u32(b, s.arr_type);
     u64(b, s.arr_n);
-    for (uint32_t i = 0; i < 3; i++)
-        u32(b, 10 + i);
+    for (uint32_t i = 0; i < 3; i++) {
+        if (s.arr_type == GE_GGUF_BOOL)
+            put(b, &(uint8_t){(uint8_t)((1 + 2 * i) % 3)}, 1);
+        else
+            u32(b, 10 + i);
+    }
     str(b, "general.alignment");
     u32(b, GE_GGUF_U32);
     u32(b, 32);
-    str(b, "w");
-    u32(b, s.n_dims);
-    u64(b, s.ne0);
-    u64(b, 2);
-    u32(b, s.type);
-    u64(b, s.offset);
+    for (int t = 0; t <= s.second; t++) {
+        str(b, t ? "v" : "w");
+        u32(b, s.n_dims);
+        u64(b, s.ne0);
+        u64(b, 2);
+        u32(b, s.type);
+        u64(b, t ? s.offset2 : s.offset);
+    }
     pad(b, 32);
-    for (int i = 0; i < 8; i++) {
+    for (int i = 0; i < (s.second ? 32 : 8); i++) {
         float f = (float)i;
         put(b, &f, 4);
     }
@@ -85,6 +103,61 @@ static void expect_fail(spec s, ge_status want, const char *what, const char *pa
     check(st == want && g == NULL && strstr(err.msg, path) != NULL && !strchr(err.msg, '\n'),
           what, "status %s (want %s), message \"%s\"", ge_status_name(st), ge_status_name(want),
           err.msg);
+    ge_gguf_close(g);
+}
+
+/* The messages of the duplicate-key and overlap refusals name what they refuse. */
+static void check_messages(const char *path)
+{
+    ge_gguf *g = NULL;
+    ge_err err = {0};
+    spec s = good();
+    s.key2 = "general.architecture";
+    check(open_spec(s, &g, &err, path) == GE_E_FORMAT &&
+              strstr(err.msg, "duplicate metadata key general.architecture"),
+          "the duplicate key is named", "%s", err.msg);
+    s = good(), s.second = 1, s.offset2 = 0;
+    check(open_spec(s, &g, &err, path) == GE_E_FORMAT && strstr(err.msg, "tensors w and v") &&
+              strstr(err.msg, "overlap"),
+          "both overlapping tensors are named", "%s", err.msg);
+}
+
+/* A string array over a hole (a sparse file: 16 Mi empty strings, 128 MiB of zeros that are
+ * not on disk) is stepped over without faulting in its pages. */
+static void check_hole(const char *path)
+{
+    const uint64_t n = 16u << 20;
+    bytes b = {.n = 0};
+    put(&b, "GGUF", 4);
+    u32(&b, 3);
+    u64(&b, 0);
+    u64(&b, 1);
+    str(&b, "tokenizer.ggml.tokens");
+    u32(&b, GE_GGUF_ARR);
+    u32(&b, GE_GGUF_STR);
+    u64(&b, n);
+    FILE *f = fopen(path, "wb");
+    if (!f || fwrite(b.buf, 1, b.n, f) != b.n || ftruncate(fileno(f), (off_t)(b.n + 8 * n))) {
+        check(false, "sparse file written", "%s", path);
+        if (f)
+            fclose(f);
+        return;
+    }
+    fclose(f);
+    struct rusage r0, r1;
+    getrusage(RUSAGE_SELF, &r0);
+    ge_gguf *g = NULL;
+    ge_err err = {0};
+    ge_status st = ge_gguf_open(&g, path, &err);
+    getrusage(RUSAGE_SELF, &r1);
+    const ge_gguf_kv *kv = st == GE_OK ? ge_gguf_find(g, "tokenizer.ggml.tokens") : NULL;
+    uint64_t len0 = 1;
+    if (kv)
+        memcpy(&len0, kv->val, 8);
+    check(kv && kv->arr_n == n && len0 == 0, "a string array over a hole opens", "%s", err.msg);
+    check(r1.ru_maxrss - r0.ru_maxrss < 8192,
+          "a 128 MiB hole of empty strings is not read (peak RSS)", "+%ld KB",
+          r1.ru_maxrss - r0.ru_maxrss);
     ge_gguf_close(g);
 }
 
@@ -155,6 +228,33 @@ int main(int argc, char **argv)
     expect_fail(s, GE_E_FORMAT, "tensor offset past the end", path);
     s = good(), s.truncate_data = 1;
     expect_fail(s, GE_E_FORMAT, "truncated tensor data", path);
+
+    /* keys and tensors named twice, empty keys, tensors sharing data (issue 14) */
+    s = good(), s.key2 = "general.architecture";
+    expect_fail(s, GE_E_FORMAT, "duplicate key", path);
+    s = good(), s.key2 = "";
+    expect_fail(s, GE_E_FORMAT, "empty key", path);
+    s = good(), s.second = 1, s.offset2 = 0;
+    expect_fail(s, GE_E_FORMAT, "two tensors, one offset", path);
+    s = good(), s.second = 1, s.offset2 = 32, s.ne0 = 8; /* w is 64 bytes: v starts inside */
+    expect_fail(s, GE_E_FORMAT, "partly overlapping tensors", path);
+    s = good(), s.second = 1, s.offset2 = 32;
+    g = NULL;
+    check(open_spec(s, &g, &err, path) == GE_OK && ge_gguf_tensor_find(g, "v") &&
+              ge_gguf_tensor_find(g, "w"),
+          "adjacent tensors open", "%s", err.msg);
+    ge_gguf_close(g);
+    s = good(), s.arr_type = GE_GGUF_BOOL;
+    g = NULL;
+    if (check(open_spec(s, &g, &err, path) == GE_OK, "bool array opens", "%s", err.msg)) {
+        int64_t v[3];
+        check(ge_gguf_get_int_array(g, "test.values", v, 3, &err) == GE_E_FORMAT &&
+                  strstr(err.msg, "test.values") && strstr(err.msg, "entry 2"),
+              "a bool array element of 2 is refused, naming the key and entry", "%s", err.msg);
+        ge_gguf_close(g);
+    }
+    check_messages(path);
+    check_hole(path);
 
     /* every truncation of a valid file fails cleanly */
     bytes b;

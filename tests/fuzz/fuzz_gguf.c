@@ -8,7 +8,12 @@
  * is called on every key, and when the metadata holds a tokenizer a few texts (and the
  * input's last bytes) are encoded with it, whatever else is wrong with the file. Then
  * ge_model_open binds the same file; when that works too, a short text is tokenized and
- * embedded, so hyperparameters that pass validation are also safe to compute with.
+ * embedded, so hyperparameters that pass validation are also safe to compute with. The
+ * mmproj towers' loaders bind it too (ge_vision_open, ge_audio_tower_open, at the text width
+ * the file's projections claim); a tower that loads encodes a 3x3-patch image or a 16-frame
+ * clip as the CLI lays them out, on the fast and the reference path, with the kernels of
+ * the tiny text model (GE_FUZZ_TEXT_MODEL, default testdata/tiny-q8_0.gguf; without it the
+ * towers are only bound).
  *
  *   make fuzz-build && build/fuzz/fuzz_gguf build/fuzz/corpus/gguf build/fuzz/seeds/gguf
  */
@@ -20,6 +25,7 @@
 
 #include "ge.h"
 #include "gguf.h"
+#include "model.h"
 #include "tok.h"
 
 static int mem_fd = -1;
@@ -224,6 +230,76 @@ static void model(void)
     ge_model_free(m);
 }
 
+/* The model whose kernels and pool run the towers (opened once; NULL when unavailable). */
+static ge_model *text_model(void)
+{
+    static ge_model *m;
+    static int tried;
+    if (!tried) {
+        tried = 1;
+        const char *path = getenv("GE_FUZZ_TEXT_MODEL");
+        ge_config cfg;
+        ge_config_defaults(&cfg);
+        cfg.v[GE_CFG_THREADS] = 1;
+        ge_err err;
+        if (ge_model_open(&m, path ? path : "testdata/tiny-q8_0.gguf", &cfg, &err) != GE_OK)
+            m = NULL;
+    }
+    return m;
+}
+
+/* The vision and audio towers of the input, at the widths its projections claim. */
+static void towers(int vision_dim, int audio_dim)
+{
+    ge_model *m = text_model();
+    ge_err err;
+    ge_vision *v = NULL;
+    const bool verbose = getenv("GE_FUZZ_VERBOSE") != NULL;
+    ge_status st = ge_vision_open(&v, mem_path, vision_dim, &err);
+    if (verbose)
+        fprintf(stderr, "vision: %s\n", st ? err.msg : "loads");
+    if (st == GE_OK) {
+        must(ge_vision_patch(v) == GE_IMAGE_PATCH, "vision patch size");
+        enum { PW = 3, PH = 3, N = PW * PH };
+        float *patches = malloc((size_t)N * GE_IMAGE_PATCH_DIM * sizeof *patches);
+        float *out = malloc((size_t)vision_dim * sizeof *out);
+        int32_t pos[2 * N];
+        for (int t = 0; t < N; t++)
+            pos[2 * t] = t % PW, pos[2 * t + 1] = t / PW;
+        for (size_t i = 0; patches && i < (size_t)N * GE_IMAGE_PATCH_DIM; i++)
+            patches[i] = (float)(i * 2654435761u >> 24) / 255.0f;
+        for (int fast = 0; m && patches && out && fast < 2; fast++)
+            if ((st = ge_vision_encode(m, v, fast, patches, pos, N, PW, PH, out, NULL, &err)) &&
+                verbose)
+                fprintf(stderr, "vision encode: %s\n", err.msg);
+        free(patches);
+        free(out);
+        ge_vision_free(v);
+        if (m)
+            ge_linear_cache_free(m); /* keyed by addresses in the mapping just closed */
+    }
+    ge_audio_tower *a = NULL;
+    st = ge_audio_tower_open(&a, mem_path, audio_dim, &err);
+    if (verbose)
+        fprintf(stderr, "audio: %s\n", st ? err.msg : "loads");
+    if (st == GE_OK) {
+        enum { FRAMES = 16 };
+        float *feat = malloc((size_t)FRAMES * GE_AUDIO_MEL * sizeof *feat);
+        float *out = malloc((size_t)(FRAMES + 3) / 4 * audio_dim * sizeof *out);
+        for (size_t i = 0; feat && i < (size_t)FRAMES * GE_AUDIO_MEL; i++)
+            feat[i] = (float)(i * 2654435761u >> 24) / 64.0f - 2.0f;
+        for (int fast = 0; m && feat && out && fast < 2; fast++)
+            if ((st = ge_audio_tower_encode(m, a, fast, feat, FRAMES, out, NULL, &err)) &&
+                verbose)
+                fprintf(stderr, "audio encode: %s\n", err.msg);
+        free(feat);
+        free(out);
+        ge_audio_tower_free(a);
+        if (m)
+            ge_linear_cache_free(m);
+    }
+}
+
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
     put_file(data, size);
@@ -240,7 +316,12 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     check_reader(g);
     call_accessors(g);
     tokenizer(g, data, size);
+    uint32_t vdim = 64, adim = 64;
+    ge_gguf_get_u32_or(g, "clip.vision.projection_dim", 64, &vdim, &err);
+    ge_gguf_get_u32_or(g, "clip.audio.projection_dim", 64, &adim, &err);
     ge_gguf_close(g);
     model();
+    towers(vdim >= 1 && vdim <= 1 << 16 ? (int)vdim : 64,
+           adim >= 1 && adim <= 1 << 16 ? (int)adim : 64);
     return 0;
 }
