@@ -558,7 +558,7 @@ static bool add_item(ge_in *in, ge_rec *r, ge_item_kind kind, const char *s, siz
     }
     ge_rec_item *it = &in->items[in->n_items];
     it->kind = kind;
-    it->inline_bytes = false;
+    it->inline_bytes = it->by_streams = false;
     if (kind == GE_ITEM_TEXT) {
         it->data = s, it->len = n;
         in->item_data[in->n_items++] = NULL;
@@ -838,57 +838,36 @@ static void parse_jsonl(ge_in *in, ge_rec *r)
 
 /* ---- files: one media path per line ------------------------------------------------------ */
 
-/* The modality a file's first bytes announce: "image", "audio", "video" or NULL. */
-static const char *media_magic(const unsigned char *b, size_t n)
+/* The item a file name's extension suggests when its first bytes say nothing, or -1. */
+static int media_ext(const char *path)
 {
-    if (n >= 3 && b[0] == 0xFF && b[1] == 0xD8 && b[2] == 0xFF)
-        return "image"; /* JPEG */
-    if (n >= 8 && memcmp(b, "\x89PNG\r\n\x1a\n", 8) == 0)
-        return "image";
-    if (n >= 12 && memcmp(b, "RIFF", 4) == 0 && memcmp(b + 8, "WEBP", 4) == 0)
-        return "image";
-    if (n >= 12 && memcmp(b, "RIFF", 4) == 0 && memcmp(b + 8, "WAVE", 4) == 0)
-        return "audio";
-    if (n >= 4 && (memcmp(b, "fLaC", 4) == 0 || memcmp(b, "OggS", 4) == 0))
-        return "audio";
-    if (n >= 3 && memcmp(b, "ID3", 3) == 0)
-        return "audio"; /* MP3 with an ID3v2 tag */
-    if (n >= 3 && b[0] == 0xFF && (b[1] & 0xE0) == 0xE0 && (b[1] & 0x06) != 0 &&
-        (b[1] & 0x18) != 0x08 && b[1] < 0xFE && (b[2] >> 4) != 15 && ((b[2] >> 2) & 3) != 3)
-        return "audio"; /* an MPEG audio frame header (not a UTF-16 byte order mark) */
-    if (n >= 12 && memcmp(b + 4, "ftyp", 4) == 0)
-        return memcmp(b + 8, "M4A ", 4) == 0 || memcmp(b + 8, "M4B ", 4) == 0 ? "audio"
-                                                                              : "video";
-    if (n >= 8 && (memcmp(b + 4, "moov", 4) == 0 || memcmp(b + 4, "mdat", 4) == 0 ||
-                   memcmp(b + 4, "wide", 4) == 0))
-        return "video"; /* QuickTime without ftyp */
-    if (n >= 4 && memcmp(b, "\x1a\x45\xdf\xa3", 4) == 0)
-        return "video"; /* Matroska / WebM */
-    return NULL;
-}
-
-/* The modality a file name's extension suggests, or NULL. */
-static const char *media_ext(const char *path)
-{
-    static const char *const EXT[][2] = {
-        {"jpg", "image"}, {"jpeg", "image"}, {"png", "image"},  {"webp", "image"},
-        {"wav", "audio"}, {"flac", "audio"}, {"ogg", "audio"},  {"oga", "audio"},
-        {"opus", "audio"}, {"mp3", "audio"}, {"m4a", "audio"},  {"mp4", "video"},
-        {"m4v", "video"}, {"mov", "video"},  {"mkv", "video"},  {"webm", "video"},
+    static const struct {
+        const char *ext;
+        ge_item_kind kind;
+    } EXT[] = {
+        {"jpg", GE_ITEM_IMAGE},  {"jpeg", GE_ITEM_IMAGE}, {"png", GE_ITEM_IMAGE},
+        {"webp", GE_ITEM_IMAGE}, {"wav", GE_ITEM_AUDIO},  {"flac", GE_ITEM_AUDIO},
+        {"ogg", GE_ITEM_AUDIO},  {"oga", GE_ITEM_AUDIO},  {"opus", GE_ITEM_AUDIO},
+        {"mp3", GE_ITEM_AUDIO},  {"m4a", GE_ITEM_AUDIO},  {"mp4", GE_ITEM_VIDEO},
+        {"m4v", GE_ITEM_VIDEO},  {"mov", GE_ITEM_VIDEO},  {"mkv", GE_ITEM_VIDEO},
+        {"webm", GE_ITEM_VIDEO},
     };
     const char *dot = strrchr(path, '.'), *slash = strrchr(path, '/');
     if (!dot || (slash && slash > dot))
-        return NULL;
+        return -1;
     for (size_t i = 0; i < sizeof EXT / sizeof EXT[0]; i++)
-        if (strcasecmp(dot + 1, EXT[i][0]) == 0)
-            return EXT[i][1];
-    return NULL;
+        if (strcasecmp(dot + 1, EXT[i].ext) == 0)
+            return (int)EXT[i].kind;
+    return -1;
 }
 
-/* A path record: its id is the path as a JSON string; the file is opened and its first
- * bytes name the modality. An image, audio or video file is a record with one item;
- * otherwise an error record: "io" for a path that cannot be read, "bad_record" for a file
- * that is not media. */
+/* A path record: its id is the path as a JSON string; the file's first bytes name the item
+ * (ge_media_sniff; the extension only when they say nothing: content wins). An image, audio
+ * or video file is a record with one item (a container of video and/or sound: its streams
+ * decide, in the decode stage); otherwise an error record: "io" for a path that cannot be
+ * read or is not a regular file (a FIFO is never opened for reading, so it cannot block),
+ * "format" for an empty file or one that ends inside its signature, "unsupported" for an
+ * image format we do not decode, "bad_record" for a file that is not media. */
 static void parse_files(ge_in *in, ge_rec *r)
 {
     char *buf = NULL;
@@ -919,30 +898,43 @@ static void parse_files(ge_in *in, ge_rec *r)
         rec_fail(in, r, "internal", "out of memory");
         return;
     }
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
-    unsigned char head[16];
-    ssize_t got = -1;
-    int e = 0;
-    if (fd >= 0) {
-        struct stat st;
-        if (fstat(fd, &st) == 0 && S_ISDIR(st.st_mode))
-            e = EISDIR;
-        else if ((got = read(fd, head, sizeof head)) < 0)
-            e = errno;
+    ge_err e = {0};
+    unsigned char head[GE_SNIFF_BYTES];
+    size_t got = 0;
+    int fd = ge_open_regular(path, &e);
+    while (fd >= 0 && got < sizeof head) {
+        ssize_t k = read(fd, head + got, sizeof head - got);
+        if (k < 0 && errno == EINTR)
+            continue;
+        if (k < 0) {
+            ge_fail(&e, GE_E_IO, "%s: read error: %s", path, strerror(errno));
+            break;
+        }
+        if (k == 0)
+            break;
+        got += (size_t)k;
+    }
+    if (fd >= 0)
         close(fd);
-    } else
-        e = errno;
-    const char *kind = e ? NULL : media_magic(head, (size_t)got);
-    if (!e && !kind)
-        kind = media_ext(path);
-    if (e)
-        rec_fail(in, r, "io", "%s: %s", path, strerror(e));
-    else if (!kind)
+    ge_media_type t = ge_media_sniff(head, got);
+    int kind = t.kind == GE_MEDIA_IMAGE ? GE_ITEM_IMAGE
+               : t.kind == GE_MEDIA_AUDIO ? GE_ITEM_AUDIO
+               : t.kind == GE_MEDIA_AV    ? GE_ITEM_VIDEO
+                                          : media_ext(path);
+    if (e.code)
+        rec_fail(in, r, "io", "%s", e.msg);
+    else if (got == 0)
+        rec_fail(in, r, "format", "%s: empty file", path);
+    else if (t.truncated)
+        rec_fail(in, r, "format", "%s: truncated: the file ends after %zu bytes, inside the "
+                 "signature of %s", path, got, t.what);
+    else if (t.kind == GE_MEDIA_IMAGE && !t.supported)
+        rec_fail(in, r, "unsupported", "%s: %s image: not supported (JPEG, PNG, WebP are)", path,
+                 t.name);
+    else if (kind < 0)
         rec_fail(in, r, "bad_record", "%s: not a media file", path);
-    else if (add_item(in, r, strcmp(kind, "image") == 0   ? GE_ITEM_IMAGE
-                             : strcmp(kind, "audio") == 0 ? GE_ITEM_AUDIO
-                                                          : GE_ITEM_VIDEO,
-                      path, strlen(path), false)) {
+    else if (add_item(in, r, (ge_item_kind)kind, path, strlen(path), false)) {
+        in->items[in->n_items - 1].by_streams = t.kind == GE_MEDIA_AV;
         r->items = in->items;
         r->n_items = in->n_items;
     }
