@@ -543,6 +543,38 @@ static json_t *string_member(json_t *root, const char *key, bool nul_ok, bool *b
     return v;
 }
 
+/* "a string", "an object", ... for messages about a value of the wrong type. */
+static const char *json_kind(const json_t *v)
+{
+    return json_is_object(v) ? "an object" : json_is_array(v) ? "an array"
+         : json_is_string(v) ? "a string" : json_is_number(v) ? "a number"
+         : json_is_boolean(v) ? "a boolean" : "null";
+}
+
+/* The record's text: "text", or "content" when that is a string (a "content" array is a
+ * record with media). *text NULL: none. false with the record failed when either has
+ * another type, or both hold a text (which one would be embedded?). */
+static bool record_text(ge_in *in, ge_rec *r, json_t *root, json_t **text)
+{
+    json_t *t = json_object_get(root, "text"), *c = json_object_get(root, "content");
+    *text = NULL;
+    if (t && !json_is_null(t) && !json_is_string(t)) {
+        rec_fail(in, r, "bad_record", "\"text\" must be a string, not %s", json_kind(t));
+        return false;
+    }
+    if (c && !json_is_null(c) && !json_is_string(c) && !json_is_array(c)) {
+        rec_fail(in, r, "bad_record", "\"content\" must be a string (the text) or an array of "
+                 "items such as {\"type\": \"image\", \"path\": ...}, not %s", json_kind(c));
+        return false;
+    }
+    if (json_is_string(t) && json_is_string(c)) {
+        rec_fail(in, r, "bad_record", "a record has either \"text\" or \"content\", not both");
+        return false;
+    }
+    *text = json_is_string(t) ? t : json_is_string(c) ? c : NULL;
+    return true;
+}
+
 /* ---- media items ------------------------------------------------------------------------ */
 
 static const char *const KIND_NAME[] = {"text", "image", "audio", "video"};
@@ -611,31 +643,56 @@ static bool add_item(ge_in *in, ge_rec *r, ge_item_kind kind, const char *s, siz
  * or "data" (base64)}. */
 static bool content_item(ge_in *in, ge_rec *r, json_t *el, size_t i)
 {
+    if (!json_is_object(el)) {
+        rec_fail(in, r, "bad_record", "content item %zu must be an object such as {\"type\": "
+                 "\"text\", \"text\": ...}, not %s", i + 1, json_kind(el));
+        return false;
+    }
     json_t *type = json_object_get(el, "type");
     int kind = -1;
     for (int k = 0; json_is_string(type) && k < 4; k++)
         if (strcmp(json_string_value(type), KIND_NAME[k]) == 0)
             kind = k;
-    if (!json_is_object(el) || kind < 0) {
-        rec_fail(in, r, "bad_record", "content item %zu needs a \"type\" of text, image, "
-                 "audio or video", i + 1);
+    if (!type || !json_is_string(type)) {
+        rec_fail(in, r, "bad_record", "content item %zu needs a \"type\" (text, image, audio or "
+                 "video)%s%s", i + 1, type ? ", not " : "", type ? json_kind(type) : "");
+        return false;
+    }
+    if (kind < 0) {
+        char shown[40]; /* the type as given, cut and with its control bytes replaced */
+        snprintf(shown, sizeof shown, "%s", json_string_value(type));
+        for (char *c = shown; *c; c++)
+            *c = (unsigned char)*c < 0x20 || *c == '"' ? '?' : *c;
+        rec_fail(in, r, "bad_record", "content item %zu: unknown \"type\" \"%s\" (text, image, "
+                 "audio or video)", i + 1, shown);
         return false;
     }
     const char *keys[] = {kind == GE_ITEM_TEXT ? "text" : "path", "url", KIND_NAME[kind], "data"};
-    for (size_t k = 0; k < (kind == GE_ITEM_TEXT ? 1u : 4u); k++) {
+    const size_t nk = kind == GE_ITEM_TEXT ? 1u : 4u;
+    size_t found = nk;
+    for (size_t k = 0; k < nk; k++) {
         json_t *v = json_object_get(el, keys[k]);
         if (!v)
             continue;
         if (!json_is_string(v)) {
-            rec_fail(in, r, "bad_record", "content item %zu: \"%s\" must be a string", i + 1,
-                     keys[k]);
+            rec_fail(in, r, "bad_record", "content item %zu: \"%s\" must be a string, not %s",
+                     i + 1, keys[k], json_kind(v));
             return false;
         }
+        if (found < nk) { /* two sources: which one is meant? */
+            rec_fail(in, r, "bad_record", "content item %zu (%s) has both \"%s\" and \"%s\": "
+                     "give one", i + 1, KIND_NAME[kind], keys[found], keys[k]);
+            return false;
+        }
+        found = k;
+    }
+    if (found < nk) {
+        json_t *v = json_object_get(el, keys[found]);
         return add_item(in, r, (ge_item_kind)kind, json_string_value(v), json_string_length(v),
-                        k == 3);
+                        found == 3);
     }
     rec_fail(in, r, "bad_record", "content item %zu (%s) has no %s", i + 1, KIND_NAME[kind],
-             kind == GE_ITEM_TEXT ? "\"text\"" : "\"path\", \"url\" or \"data\"");
+             kind == GE_ITEM_TEXT ? "\"text\"" : "\"path\", \"url\", \"data\" or its own key");
     return false;
 }
 
@@ -645,11 +702,14 @@ static void media_record(ge_in *in, ge_rec *r, json_t *root, json_t *content)
 {
     bool bad_prompt = false, bad_title = false, ok = true;
     if (json_is_array(content)) {
-        if (json_object_get(root, "text")) {
-            rec_fail(in, r, "bad_record", "a record has either a \"content\" array or "
-                     "\"text\", not both");
-            return;
-        }
+        static const char *const FIELDS[] = {"text", "image", "image_b64", "audio", "audio_b64",
+                                             "video"};
+        for (size_t k = 0; k < sizeof FIELDS / sizeof *FIELDS; k++)
+            if (json_object_get(root, FIELDS[k])) { /* which would come first? */
+                rec_fail(in, r, "bad_record", "a record has either a \"content\" array or "
+                         "\"%s\", not both", FIELDS[k]);
+                return;
+            }
         for (size_t i = 0; ok && i < json_array_size(content); i++)
             ok = content_item(in, r, json_array_get(content, i), i);
         if (ok && in->n_items == 0) {
@@ -664,14 +724,9 @@ static void media_record(ge_in *in, ge_rec *r, json_t *root, json_t *content)
         } fields[] = {{"image", GE_ITEM_IMAGE, false}, {"image_b64", GE_ITEM_IMAGE, true},
                       {"video", GE_ITEM_VIDEO, false}, {"audio", GE_ITEM_AUDIO, false},
                       {"audio_b64", GE_ITEM_AUDIO, true}};
-        bool bad_text = false;
-        json_t *text = string_member(root, "text", true, &bad_text);
-        if (!text && !bad_text)
-            text = string_member(root, "content", true, &bad_text);
-        if (bad_text) {
-            rec_fail(in, r, "bad_record", "\"text\" must be a string");
+        json_t *text;
+        if (!record_text(in, r, root, &text))
             return;
-        }
         /* media first, then the text; but a text that holds manual placeholders (<|image|>,
          * <|audio|>, <|video|>) places the media itself: each placeholder takes the next item
          * of its kind, in field order (SPEC.md 2.3: no automatic placeholders then) */
@@ -815,15 +870,14 @@ static void parse_jsonl(ge_in *in, ge_rec *r)
         media_record(in, r, root, content);
         return;
     }
-    bool bad_text = false, bad_prompt = false, bad_title = false;
-    json_t *text = string_member(root, "text", true, &bad_text);
-    if (!text && !bad_text)
-        text = string_member(root, "content", true, &bad_text);
+    bool bad_prompt = false, bad_title = false;
+    json_t *text;
+    if (!record_text(in, r, root, &text))
+        return;
     json_t *prompt = string_member(root, "prompt", false, &bad_prompt);
     json_t *title = string_member(root, "title", false, &bad_title);
-    if (bad_text || !text) {
-        rec_fail(in, r, "bad_record", bad_text ? "\"text\" must be a string"
-                                               : "record has no \"text\"");
+    if (!text) {
+        rec_fail(in, r, "bad_record", "record has no \"text\" (nor \"content\")");
         return;
     }
     if (bad_prompt || bad_title) {
