@@ -1137,6 +1137,30 @@ static void *writer_main(void *v)
 
 /* ---- the run ---------------------------------------------------------------------------- */
 
+ge_status ge_pipe_check_options(const ge_opts *o, const ge_model *m, ge_err *err)
+{
+    /* the tokens around a clip's soft tokens, as the tokenizer lays a record out */
+    ge_tokens t = {0};
+    const ge_part one = {GE_PART_AUDIO, NULL, 0, 1};
+    ge_status st = ge_tokenize_parts(m, NULL, &one, 1, &t, NULL);
+    size_t around = t.n - 1, max = (size_t)ge_model_max_tokens(m);
+    ge_tokens_free(&t);
+    if (st || around >= max) /* no audio tokens in this vocabulary: audio records fail anyway */
+        return GE_OK;
+    const int64_t cap = (int64_t)(GE_AUDIO_SECONDS_CAP * GE_AUDIO_RATE);
+    const int64_t fit = audio_fit(m, (int64_t)(max - around), cap);
+    const int64_t want = (int64_t)floor(o->audio_max_seconds * GE_AUDIO_RATE + 0.5);
+    /* the default is nobody's choice: on a model with a short context, clips too long for it
+     * are too_long records */
+    if (want <= fit || o->audio_max_seconds == GE_AUDIO_MAX_SECONDS)
+        return GE_OK;
+    /* the largest value with two decimals that still fits */
+    const double most = (double)(fit * 100 / GE_AUDIO_RATE) / 100;
+    return ge_fail(err, GE_E_USAGE, "--audio-max-seconds %g: no clip that long fits the model's "
+                   "context of %zu tokens (%lld audio tokens a clip at most, 25 a second): at "
+                   "most %.2f", o->audio_max_seconds, max, (long long)(max - around), most);
+}
+
 int ge_pipeline_run(const ge_pipe_cfg *c, ge_pipe_result *res)
 {
     memset(res, 0, sizeof *res);
