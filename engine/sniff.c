@@ -133,22 +133,23 @@ static ge_media_type iso_bmff(const uint8_t *b, size_t n)
 
 /* ---- the other signatures ------------------------------------------------------------------ */
 
-/* Fixed signatures at offset 0, for the files that end inside theirs (a truncated header). */
+/* Fixed signatures at offset 0 (sig[0..siglen)), for the files that end before the `need`
+ * bytes that tell them (a truncated header). */
 static const struct {
     const char *sig;
-    size_t len;
+    size_t siglen, need;
     ge_media_kind kind;
     const char *name, *what;
 } PREFIXES[] = {
-    {"\x89PNG\r\n\x1a\n", 8, GE_MEDIA_IMAGE, "PNG", "a PNG image"},
-    {"\xff\xd8\xff", 3, GE_MEDIA_IMAGE, "JPEG", "a JPEG image"},
-    {"GIF8", 4, GE_MEDIA_IMAGE, "GIF", "a GIF image"},
-    {"\0\0\0\x0cJXL \r\n\x87\n", 12, GE_MEDIA_IMAGE, "JPEG XL", "a JPEG XL image"},
-    {"\0\0\0\x0cjP  \r\n\x87\n", 12, GE_MEDIA_IMAGE, "JPEG 2000", "a JPEG 2000 image"},
-    {"fLaC", 4, GE_MEDIA_AUDIO, "FLAC", "FLAC audio"},
-    {"OggS", 4, GE_MEDIA_AUDIO, "Ogg", "Ogg audio"},
-    {"\x1a\x45\xdf\xa3", 4, GE_MEDIA_AV, "Matroska", "a Matroska file"},
-    {"RIFF", 12, GE_MEDIA_NONE, "RIFF", "a RIFF file"},
+    {"\x89PNG\r\n\x1a\n", 8, 8, GE_MEDIA_IMAGE, "PNG", "a PNG image"},
+    {"\xff\xd8\xff", 3, 3, GE_MEDIA_IMAGE, "JPEG", "a JPEG image"},
+    {"GIF8", 4, 6, GE_MEDIA_IMAGE, "GIF", "a GIF image"},
+    {"\0\0\0\x0cJXL \r\n\x87\n", 12, 12, GE_MEDIA_IMAGE, "JPEG XL", "a JPEG XL image"},
+    {"\0\0\0\x0cjP  \r\n\x87\n", 12, 12, GE_MEDIA_IMAGE, "JPEG 2000", "a JPEG 2000 image"},
+    {"fLaC", 4, 4, GE_MEDIA_AUDIO, "FLAC", "FLAC audio"},
+    {"OggS", 4, 4, GE_MEDIA_AUDIO, "Ogg", "Ogg audio"},
+    {"\x1a\x45\xdf\xa3", 4, 4, GE_MEDIA_AV, "Matroska", "a Matroska file"},
+    {"RIFF", 4, 12, GE_MEDIA_NONE, "RIFF", "a RIFF file (WAV, WebP or AVI)"},
 };
 
 static bool is_svg(const uint8_t *b, size_t n)
@@ -261,7 +262,8 @@ ge_media_type ge_media_sniff(const void *bytes, size_t n)
         return type(GE_MEDIA_AV, "ASF", "an ASF (WMA/WMV) file", 1);
     /* a file that ends inside a signature */
     for (size_t i = 0; i < sizeof PREFIXES / sizeof *PREFIXES; i++)
-        if (n >= 2 && n < PREFIXES[i].len && !memcmp(b, PREFIXES[i].sig, n))
+        if (n >= 2 && n < PREFIXES[i].need &&
+            !memcmp(b, PREFIXES[i].sig, n < PREFIXES[i].siglen ? n : PREFIXES[i].siglen))
             return (ge_media_type){PREFIXES[i].kind, PREFIXES[i].name, PREFIXES[i].what, 1, 1};
     return type(GE_MEDIA_NONE, NULL, NULL, 0);
 }
