@@ -228,6 +228,11 @@ ge_media_type ge_media_sniff(const void *bytes, size_t n)
         return type(GE_MEDIA_AUDIO, "AIFF", "AIFF audio", 1);
     if (n >= 4 && !memcmp(b, "fLaC", 4))
         return type(GE_MEDIA_AUDIO, "FLAC", "FLAC audio", 1);
+    if (n >= 27 && !memcmp(b, "OggS", 4)) { /* the first page's first packet: Theora is video */
+        size_t at = 27 + (size_t)b[26];
+        if (n >= at + 7 && !memcmp(b + at, "\x80theora", 7))
+            return type(GE_MEDIA_AV, "Ogg", "an Ogg video (Theora)", 1);
+    }
     if (n >= 4 && !memcmp(b, "OggS", 4))
         return type(GE_MEDIA_AUDIO, "Ogg", "Ogg audio", 1);
     if (n >= 3 && !memcmp(b, "ID3", 3))

@@ -658,6 +658,9 @@ ge_status ge_video_decode(const void *bytes, size_t len, const ge_video_limits *
     vdec v = {0};
     v.ifmt = ge_av_probe(p, len, &score);
     v.fmt = container(v.ifmt, p, len);
+    if ((!v.fmt || score < AVPROBE_SCORE_MAX / 4) && t.kind == GE_MEDIA_AV)
+        return ge_fail(err, GE_E_UNSUPPORTED, "video: unsupported format: %s (MP4/MOV, "
+                       "Matroska/WebM and AVI are read)", t.what);
     if (!v.fmt || score < AVPROBE_SCORE_MAX / 4)
         return ge_fail(err, GE_E_UNSUPPORTED, "video: unsupported format (not MP4/MOV, "
                        "Matroska/WebM or AVI by its first bytes)");

@@ -112,6 +112,13 @@ ffmpeg("-f", "lavfi", "-i", "sine=frequency=330:duration=1", "-c:a", "aac", "aon
 ffmpeg("-f", "lavfi", "-i", "sine=frequency=330:duration=1", "-c:a", "aac", "-f", "ipod",
        "aonly.m4a")                                                      # brand M4A
 ffmpeg("-f", "lavfi", "-i", "sine=frequency=550:duration=1", "-c:a", "libopus", "aonly.webm")
+try:  # Ogg holds video too (Theora): named, not taken for Ogg audio
+    ffmpeg("-f", "lavfi", "-i", "testsrc2=size=64x48:rate=25", "-t", "1", "-c:v", "libtheora",
+           "theora.ogv")
+    theora = True
+except subprocess.CalledProcessError:
+    theora = False
+    print("note: no libtheora encoder here; the Ogg video case is skipped")
 subprocess.run(["sox", "-n", "-r", "16000", "-c", "1", "-b", "16", p("tone.wav"), "synth", "1",
                 "sine", "440", "vol", "0.3"], check=True)
 b = open(p("vonly.mp4"), "rb").read()
@@ -168,16 +175,22 @@ write_jsonl(p("mix.jsonl"), [
     {"id": "m4a-as-video", "video": "aonly.m4a"}, {"id": "silent-as-audio", "audio": "vonly.mp4"},
     {"id": "wav-as-video", "video": "tone.wav"}, {"id": "av-as-audio", "audio": "av.mp4"},
     {"id": "av-sound", "audio": "aonly.mp4"}, {"id": "zzzz", "video": "zzzz.mp4"},
-    {"id": "vonly", "video": "vonly.mp4"}])
+    {"id": "vonly", "video": "vonly.mp4"}] +
+    ([{"id": "theora-as-video", "video": "theora.ogv"},
+      {"id": "theora-as-audio", "audio": "theora.ogv"}] if theora else []))
 rc, rows, err = run("mix.jsonl")
 g = rows_by_id(rows)
 want = {"sound-as-video": "no video stream (audio only", "webm-as-video": "no video stream (audio only",
         "m4a-as-video": "no video stream (audio only", "silent-as-audio": "no audio stream (a video "
         "without sound", "wav-as-video": "video: WAV audio, not a video"}
+if theora:
+    want.update({"theora-as-video": "unsupported format: an Ogg video (Theora)",
+                 "theora-as-audio": "no audio stream (a video without sound"})
 wrong = [(k, err_of(g.get(k, {}))) for k, m in want.items()
          if err_of(g.get(k, {}))[0] != "unsupported" or m not in err_of(g.get(k, {}))[1]]
 check(rc == 1 and not wrong and all("embedding" in g.get(k, {}) for k in ("av-as-audio", "zzzz")),
-      "sound alone as video, a silent video as audio, a WAV as video: named; a video's sound as "
+      "sound alone as video, a silent video or Ogg Theora as audio, a WAV or Ogg Theora as "
+      "video: named; a video's sound as "
       "audio is embedded (as librosa reads it), an unknown ISO BMFF brand is read as a container",
       (rc, wrong, {k: err_of(g.get(k, {})) for k in ("av-as-audio", "zzzz")}))
 
