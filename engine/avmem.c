@@ -142,7 +142,8 @@ ge_status ge_media_streams(const void *bytes, size_t len, int *video, int *audio
     if (r < 0) {
         char why[300];
         return ge_fail(err, r == AVERROR(ENOMEM) ? GE_E_NOMEM : GE_E_FORMAT, "%s: corrupt or "
-                       "truncated header (%s)", f ? f->name : "media", ge_av_why(why, sizeof why, r));
+                       "truncated header (%s)", f ? f->name : "media",
+                       ge_av_why(why, sizeof why, r));
     }
     for (unsigned i = 0; i < in.fc->nb_streams; i++) {
         const AVStream *s = in.fc->streams[i];

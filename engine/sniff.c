@@ -83,7 +83,8 @@ static ge_media_type image_brands(const uint8_t *brands, size_t n)
               {"heis", "HEIC", "a HEIC image"},  {"hevc", "HEIC", "a HEIC image sequence"},
               {"hevx", "HEIC", "a HEIC image sequence"}, {"hevm", "HEIC", "a HEIC image sequence"},
               {"hevs", "HEIC", "a HEIC image sequence"}, {"crx ", "CR3", "a Canon CR3 raw image"},
-              {"jp2 ", "JPEG 2000", "a JPEG 2000 image"}, {"jpx ", "JPEG 2000", "a JPEG 2000 image"},
+              {"jp2 ", "JPEG 2000", "a JPEG 2000 image"},
+              {"jpx ", "JPEG 2000", "a JPEG 2000 image"},
               {"jpm ", "JPEG 2000", "a JPEG 2000 image"}};
     for (size_t k = 0; k < sizeof BY / sizeof *BY; k++)
         for (size_t i = 0; i + 4 <= n; i += 4)
@@ -102,8 +103,10 @@ static ge_media_type iso_bmff(const uint8_t *b, size_t n)
         at = 16;
     }
     size_t end = size == 0 || size > n ? n : (size_t)size; /* the brands we hold */
-    if (end < at + 4)
+    if (n < at + 4) /* the file ends before the major brand */
         return (ge_media_type){GE_MEDIA_AV, "MP4", "an MP4 file", 1, 1};
+    if (end < at + 4) /* a box too short for its brand: FFmpeg judges */
+        return type(GE_MEDIA_AV, "MP4", "an MP4 file", 1);
     const uint8_t *major = b + at;
     /* the compatible brands follow the minor version; major first in the list we search */
     uint8_t brands[4 * 64];
@@ -224,7 +227,8 @@ ge_media_type ge_media_sniff(const void *bytes, size_t n)
     if (n >= 12 && (!memcmp(b, "RIFF", 4) || !memcmp(b, "RIFX", 4) || !memcmp(b, "RF64", 4)) &&
         !memcmp(b + 8, "WAVE", 4))
         return type(GE_MEDIA_AUDIO, "WAV", "WAV audio", 1);
-    if (n >= 12 && !memcmp(b, "FORM", 4) && (!memcmp(b + 8, "AIFF", 4) || !memcmp(b + 8, "AIFC", 4)))
+    if (n >= 12 && !memcmp(b, "FORM", 4) &&
+        (!memcmp(b + 8, "AIFF", 4) || !memcmp(b + 8, "AIFC", 4)))
         return type(GE_MEDIA_AUDIO, "AIFF", "AIFF audio", 1);
     if (n >= 4 && !memcmp(b, "fLaC", 4))
         return type(GE_MEDIA_AUDIO, "FLAC", "FLAC audio", 1);
