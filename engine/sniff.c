@@ -98,7 +98,9 @@ static ge_media_type iso_bmff(const uint8_t *b, size_t n)
 {
     uint64_t size = be32(b);
     size_t at = 8;
-    if (size == 1 && n >= 16) { /* a 64-bit size follows the type */
+    if (size == 1) { /* a 64-bit size follows the type */
+        if (n < 16)
+            return (ge_media_type){GE_MEDIA_AV, "MP4", "an MP4 file", 1, 1};
         size = (uint64_t)be32(b + 8) << 32 | be32(b + 12);
         at = 16;
     }
