@@ -543,6 +543,38 @@ static json_t *string_member(json_t *root, const char *key, bool nul_ok, bool *b
     return v;
 }
 
+/* "a string", "an object", ... for messages about a value of the wrong type. */
+static const char *json_kind(const json_t *v)
+{
+    return json_is_object(v) ? "an object" : json_is_array(v) ? "an array"
+         : json_is_string(v) ? "a string" : json_is_number(v) ? "a number"
+         : json_is_boolean(v) ? "a boolean" : "null";
+}
+
+/* The record's text: "text", or "content" when that is a string (a "content" array is a
+ * record with media). *text NULL: none. false with the record failed when either has
+ * another type, or both hold a text (which one would be embedded?). */
+static bool record_text(ge_in *in, ge_rec *r, json_t *root, json_t **text)
+{
+    json_t *t = json_object_get(root, "text"), *c = json_object_get(root, "content");
+    *text = NULL;
+    if (t && !json_is_null(t) && !json_is_string(t)) {
+        rec_fail(in, r, "bad_record", "\"text\" must be a string, not %s", json_kind(t));
+        return false;
+    }
+    if (c && !json_is_null(c) && !json_is_string(c) && !json_is_array(c)) {
+        rec_fail(in, r, "bad_record", "\"content\" must be a string (the text) or an array of "
+                 "items such as {\"type\": \"image\", \"path\": ...}, not %s", json_kind(c));
+        return false;
+    }
+    if (json_is_string(t) && json_is_string(c)) {
+        rec_fail(in, r, "bad_record", "a record has either \"text\" or \"content\", not both");
+        return false;
+    }
+    *text = json_is_string(t) ? t : json_is_string(c) ? c : NULL;
+    return true;
+}
+
 /* ---- media items ------------------------------------------------------------------------ */
 
 static const char *const KIND_NAME[] = {"text", "image", "audio", "video"};
@@ -558,7 +590,7 @@ static bool add_item(ge_in *in, ge_rec *r, ge_item_kind kind, const char *s, siz
     }
     ge_rec_item *it = &in->items[in->n_items];
     it->kind = kind;
-    it->inline_bytes = false;
+    it->inline_bytes = it->by_streams = false;
     if (kind == GE_ITEM_TEXT) {
         it->data = s, it->len = n;
         in->item_data[in->n_items++] = NULL;
@@ -611,31 +643,56 @@ static bool add_item(ge_in *in, ge_rec *r, ge_item_kind kind, const char *s, siz
  * or "data" (base64)}. */
 static bool content_item(ge_in *in, ge_rec *r, json_t *el, size_t i)
 {
+    if (!json_is_object(el)) {
+        rec_fail(in, r, "bad_record", "content item %zu must be an object such as {\"type\": "
+                 "\"text\", \"text\": ...}, not %s", i + 1, json_kind(el));
+        return false;
+    }
     json_t *type = json_object_get(el, "type");
     int kind = -1;
     for (int k = 0; json_is_string(type) && k < 4; k++)
         if (strcmp(json_string_value(type), KIND_NAME[k]) == 0)
             kind = k;
-    if (!json_is_object(el) || kind < 0) {
-        rec_fail(in, r, "bad_record", "content item %zu needs a \"type\" of text, image, "
-                 "audio or video", i + 1);
+    if (!type || !json_is_string(type)) {
+        rec_fail(in, r, "bad_record", "content item %zu needs a \"type\" (text, image, audio or "
+                 "video)%s%s", i + 1, type ? ", not " : "", type ? json_kind(type) : "");
+        return false;
+    }
+    if (kind < 0) {
+        char shown[40]; /* the type as given, cut and with its control bytes replaced */
+        snprintf(shown, sizeof shown, "%s", json_string_value(type));
+        for (char *c = shown; *c; c++)
+            *c = (unsigned char)*c < 0x20 || *c == '"' ? '?' : *c;
+        rec_fail(in, r, "bad_record", "content item %zu: unknown \"type\" \"%s\" (text, image, "
+                 "audio or video)", i + 1, shown);
         return false;
     }
     const char *keys[] = {kind == GE_ITEM_TEXT ? "text" : "path", "url", KIND_NAME[kind], "data"};
-    for (size_t k = 0; k < (kind == GE_ITEM_TEXT ? 1u : 4u); k++) {
+    const size_t nk = kind == GE_ITEM_TEXT ? 1u : 4u;
+    size_t found = nk;
+    for (size_t k = 0; k < nk; k++) {
         json_t *v = json_object_get(el, keys[k]);
         if (!v)
             continue;
         if (!json_is_string(v)) {
-            rec_fail(in, r, "bad_record", "content item %zu: \"%s\" must be a string", i + 1,
-                     keys[k]);
+            rec_fail(in, r, "bad_record", "content item %zu: \"%s\" must be a string, not %s",
+                     i + 1, keys[k], json_kind(v));
             return false;
         }
+        if (found < nk) { /* two sources: which one is meant? */
+            rec_fail(in, r, "bad_record", "content item %zu (%s) has both \"%s\" and \"%s\": "
+                     "give one", i + 1, KIND_NAME[kind], keys[found], keys[k]);
+            return false;
+        }
+        found = k;
+    }
+    if (found < nk) {
+        json_t *v = json_object_get(el, keys[found]);
         return add_item(in, r, (ge_item_kind)kind, json_string_value(v), json_string_length(v),
-                        k == 3);
+                        found == 3);
     }
     rec_fail(in, r, "bad_record", "content item %zu (%s) has no %s", i + 1, KIND_NAME[kind],
-             kind == GE_ITEM_TEXT ? "\"text\"" : "\"path\", \"url\" or \"data\"");
+             kind == GE_ITEM_TEXT ? "\"text\"" : "\"path\", \"url\", \"data\" or its own key");
     return false;
 }
 
@@ -645,11 +702,14 @@ static void media_record(ge_in *in, ge_rec *r, json_t *root, json_t *content)
 {
     bool bad_prompt = false, bad_title = false, ok = true;
     if (json_is_array(content)) {
-        if (json_object_get(root, "text")) {
-            rec_fail(in, r, "bad_record", "a record has either a \"content\" array or "
-                     "\"text\", not both");
-            return;
-        }
+        static const char *const FIELDS[] = {"text", "image", "image_b64", "audio", "audio_b64",
+                                             "video"};
+        for (size_t k = 0; k < sizeof FIELDS / sizeof *FIELDS; k++)
+            if (json_object_get(root, FIELDS[k])) { /* which would come first? */
+                rec_fail(in, r, "bad_record", "a record has either a \"content\" array or "
+                         "\"%s\", not both", FIELDS[k]);
+                return;
+            }
         for (size_t i = 0; ok && i < json_array_size(content); i++)
             ok = content_item(in, r, json_array_get(content, i), i);
         if (ok && in->n_items == 0) {
@@ -664,14 +724,9 @@ static void media_record(ge_in *in, ge_rec *r, json_t *root, json_t *content)
         } fields[] = {{"image", GE_ITEM_IMAGE, false}, {"image_b64", GE_ITEM_IMAGE, true},
                       {"video", GE_ITEM_VIDEO, false}, {"audio", GE_ITEM_AUDIO, false},
                       {"audio_b64", GE_ITEM_AUDIO, true}};
-        bool bad_text = false;
-        json_t *text = string_member(root, "text", true, &bad_text);
-        if (!text && !bad_text)
-            text = string_member(root, "content", true, &bad_text);
-        if (bad_text) {
-            rec_fail(in, r, "bad_record", "\"text\" must be a string");
+        json_t *text;
+        if (!record_text(in, r, root, &text))
             return;
-        }
         /* media first, then the text; but a text that holds manual placeholders (<|image|>,
          * <|audio|>, <|video|>) places the media itself: each placeholder takes the next item
          * of its kind, in field order (SPEC.md 2.3: no automatic placeholders then) */
@@ -815,15 +870,14 @@ static void parse_jsonl(ge_in *in, ge_rec *r)
         media_record(in, r, root, content);
         return;
     }
-    bool bad_text = false, bad_prompt = false, bad_title = false;
-    json_t *text = string_member(root, "text", true, &bad_text);
-    if (!text && !bad_text)
-        text = string_member(root, "content", true, &bad_text);
+    bool bad_prompt = false, bad_title = false;
+    json_t *text;
+    if (!record_text(in, r, root, &text))
+        return;
     json_t *prompt = string_member(root, "prompt", false, &bad_prompt);
     json_t *title = string_member(root, "title", false, &bad_title);
-    if (bad_text || !text) {
-        rec_fail(in, r, "bad_record", bad_text ? "\"text\" must be a string"
-                                               : "record has no \"text\"");
+    if (!text) {
+        rec_fail(in, r, "bad_record", "record has no \"text\" (nor \"content\")");
         return;
     }
     if (bad_prompt || bad_title) {
@@ -838,57 +892,36 @@ static void parse_jsonl(ge_in *in, ge_rec *r)
 
 /* ---- files: one media path per line ------------------------------------------------------ */
 
-/* The modality a file's first bytes announce: "image", "audio", "video" or NULL. */
-static const char *media_magic(const unsigned char *b, size_t n)
+/* The item a file name's extension suggests when its first bytes say nothing, or -1. */
+static int media_ext(const char *path)
 {
-    if (n >= 3 && b[0] == 0xFF && b[1] == 0xD8 && b[2] == 0xFF)
-        return "image"; /* JPEG */
-    if (n >= 8 && memcmp(b, "\x89PNG\r\n\x1a\n", 8) == 0)
-        return "image";
-    if (n >= 12 && memcmp(b, "RIFF", 4) == 0 && memcmp(b + 8, "WEBP", 4) == 0)
-        return "image";
-    if (n >= 12 && memcmp(b, "RIFF", 4) == 0 && memcmp(b + 8, "WAVE", 4) == 0)
-        return "audio";
-    if (n >= 4 && (memcmp(b, "fLaC", 4) == 0 || memcmp(b, "OggS", 4) == 0))
-        return "audio";
-    if (n >= 3 && memcmp(b, "ID3", 3) == 0)
-        return "audio"; /* MP3 with an ID3v2 tag */
-    if (n >= 3 && b[0] == 0xFF && (b[1] & 0xE0) == 0xE0 && (b[1] & 0x06) != 0 &&
-        (b[1] & 0x18) != 0x08 && b[1] < 0xFE && (b[2] >> 4) != 15 && ((b[2] >> 2) & 3) != 3)
-        return "audio"; /* an MPEG audio frame header (not a UTF-16 byte order mark) */
-    if (n >= 12 && memcmp(b + 4, "ftyp", 4) == 0)
-        return memcmp(b + 8, "M4A ", 4) == 0 || memcmp(b + 8, "M4B ", 4) == 0 ? "audio"
-                                                                              : "video";
-    if (n >= 8 && (memcmp(b + 4, "moov", 4) == 0 || memcmp(b + 4, "mdat", 4) == 0 ||
-                   memcmp(b + 4, "wide", 4) == 0))
-        return "video"; /* QuickTime without ftyp */
-    if (n >= 4 && memcmp(b, "\x1a\x45\xdf\xa3", 4) == 0)
-        return "video"; /* Matroska / WebM */
-    return NULL;
-}
-
-/* The modality a file name's extension suggests, or NULL. */
-static const char *media_ext(const char *path)
-{
-    static const char *const EXT[][2] = {
-        {"jpg", "image"}, {"jpeg", "image"}, {"png", "image"},  {"webp", "image"},
-        {"wav", "audio"}, {"flac", "audio"}, {"ogg", "audio"},  {"oga", "audio"},
-        {"opus", "audio"}, {"mp3", "audio"}, {"m4a", "audio"},  {"mp4", "video"},
-        {"m4v", "video"}, {"mov", "video"},  {"mkv", "video"},  {"webm", "video"},
+    static const struct {
+        const char *ext;
+        ge_item_kind kind;
+    } EXT[] = {
+        {"jpg", GE_ITEM_IMAGE},  {"jpeg", GE_ITEM_IMAGE}, {"png", GE_ITEM_IMAGE},
+        {"webp", GE_ITEM_IMAGE}, {"wav", GE_ITEM_AUDIO},  {"flac", GE_ITEM_AUDIO},
+        {"ogg", GE_ITEM_AUDIO},  {"oga", GE_ITEM_AUDIO},  {"opus", GE_ITEM_AUDIO},
+        {"mp3", GE_ITEM_AUDIO},  {"m4a", GE_ITEM_AUDIO},  {"mp4", GE_ITEM_VIDEO},
+        {"m4v", GE_ITEM_VIDEO},  {"mov", GE_ITEM_VIDEO},  {"mkv", GE_ITEM_VIDEO},
+        {"webm", GE_ITEM_VIDEO},
     };
     const char *dot = strrchr(path, '.'), *slash = strrchr(path, '/');
     if (!dot || (slash && slash > dot))
-        return NULL;
+        return -1;
     for (size_t i = 0; i < sizeof EXT / sizeof EXT[0]; i++)
-        if (strcasecmp(dot + 1, EXT[i][0]) == 0)
-            return EXT[i][1];
-    return NULL;
+        if (strcasecmp(dot + 1, EXT[i].ext) == 0)
+            return (int)EXT[i].kind;
+    return -1;
 }
 
-/* A path record: its id is the path as a JSON string; the file is opened and its first
- * bytes name the modality. An image, audio or video file is a record with one item;
- * otherwise an error record: "io" for a path that cannot be read, "bad_record" for a file
- * that is not media. */
+/* A path record: its id is the path as a JSON string; the file's first bytes name the item
+ * (ge_media_sniff; the extension only when they say nothing: content wins). An image, audio
+ * or video file is a record with one item (a container of video and/or sound: its streams
+ * decide, in the decode stage); otherwise an error record: "io" for a path that cannot be
+ * read or is not a regular file (a FIFO is never opened for reading, so it cannot block),
+ * "format" for an empty file or one that ends inside its signature, "unsupported" for an
+ * image format we do not decode, "bad_record" for a file that is not media. */
 static void parse_files(ge_in *in, ge_rec *r)
 {
     char *buf = NULL;
@@ -919,30 +952,43 @@ static void parse_files(ge_in *in, ge_rec *r)
         rec_fail(in, r, "internal", "out of memory");
         return;
     }
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
-    unsigned char head[16];
-    ssize_t got = -1;
-    int e = 0;
-    if (fd >= 0) {
-        struct stat st;
-        if (fstat(fd, &st) == 0 && S_ISDIR(st.st_mode))
-            e = EISDIR;
-        else if ((got = read(fd, head, sizeof head)) < 0)
-            e = errno;
+    ge_err e = {0};
+    unsigned char head[GE_SNIFF_BYTES];
+    size_t got = 0;
+    int fd = ge_open_regular(path, &e);
+    while (fd >= 0 && got < sizeof head) {
+        ssize_t k = read(fd, head + got, sizeof head - got);
+        if (k < 0 && errno == EINTR)
+            continue;
+        if (k < 0) {
+            ge_fail(&e, GE_E_IO, "%s: read error: %s", path, strerror(errno));
+            break;
+        }
+        if (k == 0)
+            break;
+        got += (size_t)k;
+    }
+    if (fd >= 0)
         close(fd);
-    } else
-        e = errno;
-    const char *kind = e ? NULL : media_magic(head, (size_t)got);
-    if (!e && !kind)
-        kind = media_ext(path);
-    if (e)
-        rec_fail(in, r, "io", "%s: %s", path, strerror(e));
-    else if (!kind)
+    ge_media_type t = ge_media_sniff(head, got);
+    int kind = t.kind == GE_MEDIA_IMAGE ? GE_ITEM_IMAGE
+               : t.kind == GE_MEDIA_AUDIO ? GE_ITEM_AUDIO
+               : t.kind == GE_MEDIA_AV    ? GE_ITEM_VIDEO
+                                          : media_ext(path);
+    if (e.code)
+        rec_fail(in, r, "io", "%s", e.msg);
+    else if (got == 0)
+        rec_fail(in, r, "format", "%s: empty file", path);
+    else if (t.truncated)
+        rec_fail(in, r, "format", "%s: truncated: the file ends after %zu bytes, inside the "
+                 "signature of %s", path, got, t.what);
+    else if (t.kind == GE_MEDIA_IMAGE && !t.supported)
+        rec_fail(in, r, "unsupported", "%s: %s image: not supported (JPEG, PNG, WebP are)", path,
+                 t.name);
+    else if (kind < 0)
         rec_fail(in, r, "bad_record", "%s: not a media file", path);
-    else if (add_item(in, r, strcmp(kind, "image") == 0   ? GE_ITEM_IMAGE
-                             : strcmp(kind, "audio") == 0 ? GE_ITEM_AUDIO
-                                                          : GE_ITEM_VIDEO,
-                      path, strlen(path), false)) {
+    else if (add_item(in, r, (ge_item_kind)kind, path, strlen(path), false)) {
+        in->items[in->n_items - 1].by_streams = t.kind == GE_MEDIA_AV;
         r->items = in->items;
         r->n_items = in->n_items;
     }

@@ -29,6 +29,8 @@ typedef struct {
                            bytes themselves when inline (base64 field or data: URI) */
     size_t len;
     bool inline_bytes;
+    bool by_streams;    /* --input files, a container of video and/or sound (MP4, Matroska,
+                           ...): a video item when it has a video stream, else an audio item */
 } ge_rec_item;
 
 typedef struct {

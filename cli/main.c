@@ -330,6 +330,8 @@ int main(int argc, char **argv)
         ge_model_free(model);
         return EXIT_MODEL;
     }
+    if (ge_pipe_check_options(&o, model, &err))
+        return ge_model_free(model), usage_error(err.msg);
     if (o.bench) {
         int rc = ge_bench_run(&o, model, t_start);
         ge_model_free(model);

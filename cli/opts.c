@@ -37,7 +37,7 @@ static const opt_row OPTS[] = {
      "mmproj GGUF with the vision and/or audio tower (twice: one of each)"},
     {O_IMAGE_TOKENS, "image-tokens", "70|140|280|560|1120", "280", "soft tokens per image"},
     {O_AUDIO_MAX_SECONDS, "audio-max-seconds", "S", "30",
-     "keep the first S seconds of each audio clip (<= 3600)"},
+     "keep the first S seconds of each audio clip (at most what fits the context: 327.53)"},
     {O_VIDEO_TOKENS, "video-tokens", "70|140|280|560|1120", "140", "soft tokens per video frame"},
     {O_VIDEO_FPS, "video-fps", "F", "1", "video frames sampled per second (<= 1000)"},
     {O_VIDEO_FRAMES, "video-frames", "N", "32", "at most N frames per video, chosen uniformly"},

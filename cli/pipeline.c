@@ -13,6 +13,8 @@
 #include <pthread.h>
 #include <signal.h>
 #include <stdatomic.h>
+#include <sys/stat.h>
+#include <unistd.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -43,6 +45,7 @@ typedef struct {
     char *data;        /* text, path or inline bytes (freed once decoded) */
     size_t len;
     bool inline_bytes;
+    bool by_streams;   /* a container from --input files: its streams make it video or audio */
     uint8_t *rgb;      /* [n_frames][th][tw][3] the resized image or video frames */
     int th, tw, n_soft; /* n_soft: per image, clip or frame */
     int n_frames;      /* 1 for an image; a video's sampled frames */
@@ -219,7 +222,8 @@ static bool fill(slot *s, const ge_rec *r, unsigned long long index)
             for (size_t i = 0; ok && i < r->n_items; i++) {
                 const ge_rec_item *ri = &r->items[i];
                 s->items[i] = (item){.kind = ri->kind, .len = ri->len,
-                                     .inline_bytes = ri->inline_bytes};
+                                     .inline_bytes = ri->inline_bytes,
+                                     .by_streams = ri->by_streams};
                 ok = (s->items[i].data = dup_mem(ri->data, ri->len)) != NULL;
                 s->n_items = i + 1;
             }
@@ -361,51 +365,115 @@ static void tokenize(pipe_t *P, slot *s, ge_tokens *toks)
         fail_record(s, "out_of_memory", "out of memory");
 }
 
-/* The whole file at path, at most max bytes (GE_E_LIMIT past that). Messages do not repeat
- * the path: the caller names the item and its file. */
+/* The whole file at path, at most max bytes (GE_E_LIMIT past that, found from its size
+ * before reading). Only a regular file is opened, and never in a way that blocks (a FIFO, a
+ * device or a directory is GE_E_IO saying what it is). Messages do not repeat the path: the
+ * caller names the item and its file. */
 static ge_status read_file(const char *path, size_t max, char **buf, size_t *len, ge_err *err)
 {
-    FILE *f = fopen(path, "rb");
     *buf = NULL, *len = 0;
-    if (!f)
-        return ge_fail(err, GE_E_IO, "cannot open: %s", strerror(errno));
-    size_t cap = 0;
+    int fd = ge_open_regular(path, err);
+    if (fd < 0) {
+        size_t pl = strlen(path); /* "path: a FIFO (...)" -> "a FIFO (...)" */
+        if (err && !strncmp(err->msg, path, pl) && !strncmp(err->msg + pl, ": ", 2))
+            memmove(err->msg, err->msg + pl + 2, strlen(err->msg + pl + 2) + 1);
+        return GE_E_IO;
+    }
+    struct stat sb;
     ge_status st = GE_OK;
-    for (;;) {
-        if (*len == cap) {
-            cap = cap ? cap * 2 : (size_t)1 << 16;
-            char *b = *len < max ? realloc(*buf, cap) : NULL;
+    size_t cap = 0;
+    if (fstat(fd, &sb) != 0)
+        st = ge_fail(err, GE_E_IO, "cannot stat: %s", strerror(errno));
+    else if ((unsigned long long)sb.st_size > max)
+        st = ge_fail(err, GE_E_LIMIT, "larger than %zu MB (%lld bytes)", max >> 20,
+                     (long long)sb.st_size);
+    else if (!(*buf = malloc(cap = (size_t)sb.st_size + 1))) /* one more: the end is seen
+                                                             * without growing */
+        st = ge_fail(err, GE_E_NOMEM, "out of memory");
+    while (!st) {
+        if (*len == cap) { /* the file grew since fstat */
+            size_t c = cap < max / 2 ? cap * 2 : max + 1;
+            char *b = *len <= max ? realloc(*buf, c) : NULL;
             if (!b) {
-                st = *len < max ? ge_fail(err, GE_E_NOMEM, "out of memory")
-                                : ge_fail(err, GE_E_LIMIT, "larger than %zu MB", max >> 20);
+                st = *len <= max ? ge_fail(err, GE_E_NOMEM, "out of memory")
+                                 : ge_fail(err, GE_E_LIMIT, "larger than %zu MB", max >> 20);
                 break;
             }
-            *buf = b;
+            *buf = b, cap = c;
         }
-        size_t got = fread(*buf + *len, 1, cap - *len, f);
-        *len += got;
-        if (got == 0) {
-            if (ferror(f))
-                st = ge_fail(err, GE_E_IO, "read error: %s", strerror(errno ? errno : EIO));
+        ssize_t got = read(fd, *buf + *len, cap - *len);
+        if (got < 0 && errno == EINTR)
+            continue;
+        if (got < 0)
+            st = ge_fail(err, GE_E_IO, "read error: %s", strerror(errno));
+        if (got <= 0)
             break;
-        }
+        *len += (size_t)got;
     }
-    fclose(f);
+    close(fd);
     if (st)
-        free(*buf), *buf = NULL;
+        free(*buf), *buf = NULL, *len = 0;
     return st;
 }
 
+/* The most bytes of one media file read into memory (JSONL items and --input files): the
+ * decoders take whole files. A larger file is a "limit" error record, seen from its size. */
 #define MEDIA_FILE_MAX ((size_t)256 << 20)
 
-/* Decode and resize one image (the tower patches and encodes it). */
-static ge_status decode_image(pipe_t *P, item *it, const char *bytes, size_t len, ge_err *err)
+/* A record's media blocks so far, against the context: a record whose planned counts
+ * already exceed it is too_long before its next item costs memory or time. */
+typedef struct {
+    size_t used;  /* tokens of the media blocks decoded so far */
+    bool over;    /* the error is a too_long one */
+} budget;
+
+static const char *const ITEM_NAME[] = {"text", "image", "audio", "video"};
+
+/* The too_long error of a record with media: its tokens (at_least: the count stopped early)
+ * and the blocks of its media items [0, upto). */
+static ge_status media_too_long(const pipe_t *P, const slot *s, size_t upto, size_t tokens,
+                                bool at_least, ge_err *e)
 {
+    char what[256] = "";
+    size_t at = 0;
+    for (size_t i = 0; i < upto && at < sizeof what - 64; i++) {
+        const item *it = &s->items[i];
+        if (it->kind == GE_ITEM_VIDEO)
+            at += (size_t)snprintf(what + at, sizeof what - at, "%s%s item %zu: %d frames x %d",
+                                   at ? ", " : "; ", ITEM_NAME[it->kind], i + 1, it->n_frames,
+                                   it->n_soft + 2);
+        else if (it->kind != GE_ITEM_TEXT)
+            at += (size_t)snprintf(what + at, sizeof what - at, "%s%s item %zu: %d", at ? ", " :
+                                   "; ", ITEM_NAME[it->kind], i + 1, it->n_soft + 2);
+    }
+    return ge_fail(e, GE_E_LIMIT, "too long: %s%zu tokens with the media%s; the limit is %zu "
+                   "(--truncate does not cut records with media)", at_least ? "at least " : "",
+                   tokens, what, P->max_tokens);
+}
+
+/* A media item of `tokens` tokens joins the record: too_long when the blocks so far are over
+ * the context (--tokenize shows every count). */
+static ge_status spend(const pipe_t *P, const slot *s, size_t i, size_t tokens, budget *b,
+                       ge_err *e)
+{
+    if (P->o->tokenize || b->used + tokens <= P->max_tokens)
+        return GE_OK;
+    b->over = true;
+    return media_too_long(P, s, i + 1, b->used + tokens, true, e);
+}
+
+/* Decode and resize one image (the tower patches and encodes it). */
+static ge_status decode_image(pipe_t *P, slot *s, size_t i, budget *b, const char *bytes,
+                              size_t len, ge_err *err)
+{
+    item *it = &s->items[i];
     ge_image img = {0};
     ge_status st = ge_image_decode(bytes, len, NULL, &img, err);
     if (!st)
         st = ge_image_plan(img.h, img.w, P->c->image_tokens, &it->th, &it->tw, &it->n_soft,
                            err);
+    if (!st)
+        st = spend(P, s, i, (size_t)it->n_soft + 2, b, err);
     if (!st && !P->o->tokenize) { /* --tokenize needs only the counts */
         it->rgb = malloc((size_t)it->th * it->tw * 3);
         st = it->rgb ? ge_image_resize(img.rgb, img.h, img.w, it->rgb, it->th, it->tw, err)
@@ -416,12 +484,37 @@ static ge_status decode_image(pipe_t *P, item *it, const char *bytes, size_t len
     return st;
 }
 
-/* Decode one video's sampled frames, resized once for the whole video (SPEC.md 7); the
- * tower encodes each as an image. */
-static ge_status decode_video(pipe_t *P, item *it, const char *bytes, size_t len, ge_err *err)
+typedef struct {
+    const pipe_t *P;
+    slot *s;
+    size_t i;
+    budget *b;
+} video_plan;
+
+/* ge_video_limits.check: the planned frame blocks must fit beside the media before them */
+static ge_status video_check(void *ctx, const ge_video *v, ge_err *err)
 {
+    video_plan *c = ctx;
+    item *it = &c->s->items[c->i];
+    it->n_frames = v->n, it->n_soft = v->n_soft; /* for the message */
+    return spend(c->P, c->s, c->i, (size_t)v->n * ((size_t)v->n_soft + 2), c->b, err);
+}
+
+/* Decode one video's sampled frames, resized once for the whole video (SPEC.md 7); the
+ * tower encodes each as an image. The plan's counts are checked against the context before
+ * any frame memory exists (1,024 frames at 1,120 tokens would be 7.5 GB); --tokenize stops
+ * at the plan. */
+static ge_status decode_video(pipe_t *P, slot *s, size_t i, budget *b, const char *bytes,
+                              size_t len, ge_err *err)
+{
+    item *it = &s->items[i];
     ge_video v = {0};
-    ge_status st = ge_video_decode(bytes, len, &P->c->video, &v, err);
+    video_plan plan = {P, s, i, b};
+    ge_video_limits lim = P->c->video;
+    lim.check = video_check;
+    lim.check_ctx = &plan;
+    lim.plan_only = P->o->tokenize;
+    ge_status st = ge_video_decode(bytes, len, &lim, &v, err);
     if (st)
         return st;
     it->th = v.th, it->tw = v.tw, it->n_soft = v.n_soft, it->n_frames = v.n;
@@ -432,20 +525,53 @@ static ge_status decode_video(pipe_t *P, item *it, const char *bytes, size_t len
     return GE_OK;
 }
 
+/* The most samples of a clip whose block fits in `tokens` tokens (0..cap). */
+static int64_t audio_fit(const ge_model *m, int64_t tokens, int64_t cap)
+{
+    int64_t lo = 0, hi = cap; /* the tokens grow with the samples */
+    while (lo < hi) {
+        int64_t mid = lo + (hi - lo + 1) / 2;
+        if (ge_model_audio_tokens(m, mid) <= tokens)
+            lo = mid;
+        else
+            hi = mid - 1;
+    }
+    return lo;
+}
+
 /* Decode one clip to 16 kHz mono, cut to --audio-max-seconds silently as Hugging Face's
  * feature extractor cuts it; its soft-token count comes from its length (the tower runs the
- * front end and encodes it). */
-static ge_status decode_audio(pipe_t *P, item *it, const char *bytes, size_t len, ge_err *err)
+ * front end and encodes it). The decoding stops a second past what can still fit the
+ * context beside the media before it, when that comes before the cut: such a clip is
+ * too_long whatever follows (a clip that ends earlier gives the same samples either way). */
+static ge_status decode_audio(pipe_t *P, slot *s, size_t i, budget *b, const char *bytes,
+                              size_t len, ge_err *err)
 {
+    item *it = &s->items[i];
+    const ge_model *m = P->c->model;
     ge_audio a = {0};
     ge_audio_limits lim = {P->c->audio_max_seconds};
+    const int64_t cut = (int64_t)floor(lim.max_seconds * GE_AUDIO_RATE + 0.5);
+    int64_t stop = cut;
+    if (!P->o->tokenize) {
+        size_t room = b->used + 2 < P->max_tokens ? P->max_tokens - b->used - 2 : 0;
+        int64_t fit = audio_fit(m, (int64_t)room, cut);
+        if (fit < cut - GE_AUDIO_RATE)
+            stop = fit + GE_AUDIO_RATE, lim.max_seconds = (double)stop / GE_AUDIO_RATE;
+    }
     ge_status st = ge_audio_decode(bytes, len, &lim, &a, err);
     if (st)
         return st;
-    if (!(st = ge_model_audio_check(P->c->model, a.n, err))) { /* no empty audio block */
-        it->n_soft = (int)ge_model_audio_tokens(P->c->model, a.n); /* <= 3600 s x 25 */
+    if (!(st = ge_model_audio_check(m, a.n, err))) { /* no empty audio block */
+        it->n_soft = (int)ge_model_audio_tokens(m, a.n); /* <= 3600 s x 25 */
         it->n_frames = 1;
-        if (!P->o->tokenize) /* --tokenize needs only the count */
+        if (stop < cut && a.truncated) { /* longer than stop: over, whatever its length */
+            b->over = true;
+            st = media_too_long(P, s, i + 1, b->used + (size_t)it->n_soft + 2, true, err);
+        } else {
+            st = spend(P, s, i, (size_t)it->n_soft + 2, b, err);
+        }
+        if (!st && !P->o->tokenize) /* --tokenize needs only the count */
             it->pcm = a.pcm, it->n_pcm = a.n, a.pcm = NULL;
     }
     ge_audio_free(&a);
@@ -453,24 +579,27 @@ static ge_status decode_audio(pipe_t *P, item *it, const char *bytes, size_t len
 }
 
 /* Decode one image, audio or video item from its file or inline bytes. */
-static ge_status decode_media(pipe_t *P, item *it, ge_err *err)
+static ge_status decode_media(pipe_t *P, slot *s, size_t i, budget *b, ge_err *err)
 {
+    item *it = &s->items[i];
     char *file = NULL;
     size_t len = it->len;
     ge_status st = GE_OK;
     if (!it->inline_bytes && (st = read_file(it->data, MEDIA_FILE_MAX, &file, &len, err)))
         return st;
     const char *bytes = file ? file : it->data;
-    st = it->kind == GE_ITEM_IMAGE   ? decode_image(P, it, bytes, len, err)
-         : it->kind == GE_ITEM_AUDIO ? decode_audio(P, it, bytes, len, err)
-                                     : decode_video(P, it, bytes, len, err);
+    int video, audio;
+    if (it->by_streams && !ge_media_streams(bytes, len, &video, &audio, NULL) && !video &&
+        audio)
+        it->kind = GE_ITEM_AUDIO; /* sound alone (else the video decoder says what is wrong) */
+    st = it->kind == GE_ITEM_IMAGE   ? decode_image(P, s, i, b, bytes, len, err)
+         : it->kind == GE_ITEM_AUDIO ? decode_audio(P, s, i, b, bytes, len, err)
+                                     : decode_video(P, s, i, b, bytes, len, err);
     free(file);
     free(it->data);
     it->data = NULL;
     return st;
 }
-
-static const char *const ITEM_NAME[] = {"text", "image", "audio", "video"};
 
 /* A video's parts: each frame's block, with --video-timestamps after "MM:SS " (frames
  * joined by " ", SPEC.md 2.3); the timestamp texts go into ts (room for 8 bytes a frame). */
@@ -496,6 +625,7 @@ static void decode_record(pipe_t *P, slot *s, ge_tokens *toks)
 {
     ge_err e = {0};
     ge_status st = GE_OK;
+    budget b = {0};
     for (size_t i = 0; !st && i < s->n_items; i++) {
         item *it = &s->items[i];
         static const char *const needs[] = {
@@ -506,10 +636,11 @@ static void decode_record(pipe_t *P, slot *s, ge_tokens *toks)
         char name[300] = "inline data";
         if (!it->inline_bytes)
             snprintf(name, sizeof name, "%s", it->data);
-        st = P->c->mmproj ? decode_media(P, it, &e)
+        st = P->c->mmproj ? decode_media(P, s, i, &b, &e)
                           : ge_fail(&e, GE_E_UNSUPPORTED, "%s: give --mmproj", needs[it->kind]);
-        if (st)
+        if (st && !b.over) /* too_long names every item */
             ge_err_prefix(&e, "%s item %zu (%s)", ITEM_NAME[it->kind], i + 1, name);
+        b.used += item_rows(it) + 2 * (size_t)it->n_frames;
     }
     /* the parts: a video gives one per frame (two with timestamps) */
     size_t n_parts = 0, n_ts = 0;
@@ -542,25 +673,10 @@ static void decode_record(pipe_t *P, slot *s, ge_tokens *toks)
         st = ge_tokenize_parts(P->c->model, prefix && *prefix ? prefix : NULL, parts, np, toks,
                                &e);
     free(parts), free(ts);
-    const char *code = NULL;
+    const char *code = b.over ? "too_long" : NULL;
     if (!st && toks->n > P->max_tokens && !P->o->tokenize) {
         /* the plan's counts, before any tower runs */
-        char what[256] = "";
-        size_t at = 0;
-        for (size_t i = 0; i < s->n_items && at < sizeof what - 64; i++) {
-            const item *it = &s->items[i];
-            if (it->kind == GE_ITEM_VIDEO)
-                at += (size_t)snprintf(what + at, sizeof what - at, "%s%s item %zu: %d frames "
-                                       "x %d", at ? ", " : "; ", ITEM_NAME[it->kind], i + 1,
-                                       it->n_frames, it->n_soft + 2);
-            else if (it->kind != GE_ITEM_TEXT)
-                at += (size_t)snprintf(what + at, sizeof what - at, "%s%s item %zu: %d",
-                                       at ? ", " : "; ", ITEM_NAME[it->kind], i + 1,
-                                       it->n_soft + 2);
-        }
-        st = ge_fail(&e, GE_E_LIMIT, "too long: %zu tokens with the media%s; the limit is %zu "
-                     "(--truncate does not cut records with media)", toks->n, what,
-                     P->max_tokens);
+        st = media_too_long(P, s, s->n_items, toks->n, false, &e);
         code = "too_long";
     }
     if (!st) {
@@ -1044,6 +1160,30 @@ static void *writer_main(void *v)
 }
 
 /* ---- the run ---------------------------------------------------------------------------- */
+
+ge_status ge_pipe_check_options(const ge_opts *o, const ge_model *m, ge_err *err)
+{
+    /* the tokens around a clip's soft tokens, as the tokenizer lays a record out */
+    ge_tokens t = {0};
+    const ge_part one = {GE_PART_AUDIO, NULL, 0, 1};
+    ge_status st = ge_tokenize_parts(m, NULL, &one, 1, &t, NULL);
+    size_t around = t.n - 1, max = (size_t)ge_model_max_tokens(m);
+    ge_tokens_free(&t);
+    if (st || around >= max) /* no audio tokens in this vocabulary: audio records fail anyway */
+        return GE_OK;
+    const int64_t cap = (int64_t)(GE_AUDIO_SECONDS_CAP * GE_AUDIO_RATE);
+    const int64_t fit = audio_fit(m, (int64_t)(max - around), cap);
+    const int64_t want = (int64_t)floor(o->audio_max_seconds * GE_AUDIO_RATE + 0.5);
+    /* the default is nobody's choice: on a model with a short context, clips too long for it
+     * are too_long records */
+    if (want <= fit || o->audio_max_seconds == GE_AUDIO_MAX_SECONDS)
+        return GE_OK;
+    /* the largest value with two decimals that still fits */
+    const double most = (double)(fit * 100 / GE_AUDIO_RATE) / 100;
+    return ge_fail(err, GE_E_USAGE, "--audio-max-seconds %g: no clip that long fits the model's "
+                   "context of %zu tokens (%lld audio tokens a clip at most, 25 a second): at "
+                   "most %.2f", o->audio_max_seconds, max, (long long)(max - around), most);
+}
 
 int ge_pipeline_run(const ge_pipe_cfg *c, ge_pipe_result *res)
 {

@@ -52,6 +52,11 @@ typedef struct {
     bool max_errors_hit;         /* stopped by --max-errors */
 } ge_pipe_result;
 
+/* The options whose bounds come from the loaded model: --audio-max-seconds must leave a
+ * clip that can fit the context beside <bos>, <eos> and its block's two boundary tokens
+ * (327.53 s for 8192 tokens at 25 a second). GE_E_USAGE naming the largest value. */
+ge_status ge_pipe_check_options(const ge_opts *o, const ge_model *m, ge_err *err);
+
 /* Run the stream to its end (or a stop). Returns 0, or 4 after an input or output error
  * (reported on stderr). */
 int ge_pipeline_run(const ge_pipe_cfg *c, ge_pipe_result *res);

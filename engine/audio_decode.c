@@ -674,8 +674,16 @@ static ge_status decode_ffmpeg(const uint8_t *p, size_t len, int64_t max, ge_aud
             dec = avcodec_find_decoder(fc->streams[i]->codecpar->codec_id);
         }
     if (si == AVERROR_STREAM_NOT_FOUND) {
-        st = ge_fail(err, GE_E_UNSUPPORTED, "%s: no audio stream (%u stream%s of other kinds)",
-                     fmt, fc->nb_streams, fc->nb_streams == 1 ? "" : "s");
+        unsigned video = 0;
+        for (unsigned i = 0; i < fc->nb_streams; i++)
+            video += fc->streams[i]->codecpar->codec_type == AVMEDIA_TYPE_VIDEO;
+        if (video)
+            st = ge_fail(err, GE_E_UNSUPPORTED, "%s: no audio stream (a video without sound: %u "
+                         "stream%s of other kinds)", fmt, fc->nb_streams,
+                         fc->nb_streams == 1 ? "" : "s");
+        else
+            st = ge_fail(err, GE_E_UNSUPPORTED, "%s: no audio stream (%u stream%s of other "
+                         "kinds)", fmt, fc->nb_streams, fc->nb_streams == 1 ? "" : "s");
         goto done;
     }
     if (si < 0 || !dec) {
@@ -815,6 +823,14 @@ ge_status ge_audio_decode(const void *bytes, size_t len, const ge_audio_limits *
     const uint8_t *p = bytes;
     if (!p || len == 0)
         return ge_fail(err, GE_E_FORMAT, "audio: empty file");
+    /* an image: say so; a video file's sound is read, as librosa.load reads it through
+     * audioread's FFmpeg */
+    ge_media_type t = ge_media_sniff(p, len < GE_SNIFF_BYTES ? len : GE_SNIFF_BYTES);
+    if (t.truncated)
+        return ge_fail(err, GE_E_FORMAT, "audio: truncated: the file ends after %zu bytes, inside "
+                       "the signature of %s", len, t.what);
+    if (t.kind == GE_MEDIA_IMAGE)
+        return ge_fail(err, GE_E_UNSUPPORTED, "audio: %s, not audio", t.what);
     /* WAV and AIFF say how much data follows (libsndfile would quietly shorten it) */
     uint64_t shortfall = chunk_shortfall(p, len);
     if (shortfall)

@@ -8,6 +8,7 @@
 #include <libavutil/log.h>
 
 #include "avmem.h"
+#include "ge.h"
 
 static _Thread_local char av_last[200]; /* FFmpeg's last error line on this thread */
 
@@ -128,4 +129,30 @@ const char *ge_av_why(char *buf, size_t n, int ret)
     else
         snprintf(buf, n, "%s", e);
     return buf;
+}
+
+ge_status ge_media_streams(const void *bytes, size_t len, int *video, int *audio, ge_err *err)
+{
+    *video = *audio = 0;
+    ge_av_quiet();
+    int score = 0;
+    const AVInputFormat *f = ge_av_probe(bytes, len, &score);
+    ge_av_input in;
+    int r = f ? ge_av_open(&in, bytes, len, f) : AVERROR_INVALIDDATA;
+    if (r < 0) {
+        char why[300];
+        return ge_fail(err, r == AVERROR(ENOMEM) ? GE_E_NOMEM : GE_E_FORMAT, "%s: corrupt or "
+                       "truncated header (%s)", f ? f->name : "media",
+                       ge_av_why(why, sizeof why, r));
+    }
+    for (unsigned i = 0; i < in.fc->nb_streams; i++) {
+        const AVStream *s = in.fc->streams[i];
+        if (s->codecpar->codec_type == AVMEDIA_TYPE_VIDEO &&
+            !(s->disposition & AV_DISPOSITION_ATTACHED_PIC))
+            ++*video;
+        else if (s->codecpar->codec_type == AVMEDIA_TYPE_AUDIO)
+            ++*audio;
+    }
+    ge_av_close(&in);
+    return GE_OK;
 }

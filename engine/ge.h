@@ -52,6 +52,38 @@ int ge_open_regular(const char *path, ge_err *err);
  * (ge_model_files_check) and return true; false when addr is not in a model file. */
 bool ge_mapping_fault(const void *addr);
 
+/* ---- what a media file is (sniff.c, avmem.c) -------------------------------------------------
+ * The file's first bytes name its format; --input files picks the item from them and each
+ * decoder refuses, by name, what is not its kind (an AVIF given as a video). */
+
+typedef enum {
+    GE_MEDIA_NONE,  /* no signature we know */
+    GE_MEDIA_IMAGE,
+    GE_MEDIA_AUDIO,
+    GE_MEDIA_AV,    /* a container of video, sound or both (MP4/MOV/3GP with a video or unknown
+                     * brand, Matroska/WebM, AVI, ASF): its streams decide (ge_media_streams) */
+} ge_media_kind;
+
+typedef struct {
+    ge_media_kind kind;
+    const char *name;  /* "JPEG", "AVIF", "WAV", "MP4", ... (static; NULL for GE_MEDIA_NONE) */
+    const char *what;  /* the same for a message: "an AVIF image", "WAV audio", "an MP4 file" */
+    int supported;     /* an image: 1 for JPEG, PNG and WebP, 0 for the formats only named (GIF,
+                        * BMP, TIFF, ICO, SVG, JPEG XL, JPEG 2000, AVIF, HEIC, HEIF, ...);
+                        * audio and containers: 1 (a decoder may still refuse the codec) */
+    int truncated;     /* 1: the bytes end inside the signature (or the ftyp box's brands) */
+} ge_media_type;
+
+/* The bytes ge_media_sniff looks at: give it the first GE_SNIFF_BYTES of a file (or all of a
+ * shorter one). ISO BMFF: the major brand decides when known, else the compatible brands
+ * (image or audio brands without a video brand), else it is GE_MEDIA_AV (unknown brands). */
+#define GE_SNIFF_BYTES 512
+ge_media_type ge_media_sniff(const void *bytes, size_t n);
+
+/* The video and audio streams of the container file held in bytes[0..len), from its header
+ * (libavformat; cover art is not video). GE_E_FORMAT when no demuxer can open it. */
+ge_status ge_media_streams(const void *bytes, size_t len, int *video, int *audio, ge_err *err);
+
 /* ---- UTF-8 ------------------------------------------------------------------------------ */
 
 /* Length of the valid UTF-8 sequence at s[0..n) (shortest form, no surrogates, at most
@@ -281,6 +313,7 @@ typedef enum {
     GE_VIDEO_SEEK_ALWAYS,   /* seek before every wanted frame (tests) */
 } ge_video_seek;
 
+struct ge_video;
 typedef struct {
     double fps;     /* frames sampled per second of video; 0 means GE_VIDEO_FPS; (0, 1000] */
     int max_frames; /* 0 means GE_VIDEO_MAX_FRAMES; 1..GE_VIDEO_FRAMES_CAP */
@@ -288,9 +321,18 @@ typedef struct {
                      * GE_VIDEO_TOKENS */
     int seek;       /* ge_video_seek: how frames are reached; the frames are the same */
     int raw;        /* 1: frames at the source size, not resized (tests; th, tw = h, w) */
+    /* Called with the plan (n, index, seconds, the source h x w and th, tw, n_soft) before
+     * any memory for the frames exists: once from the frame size in the stream's header (when
+     * it gives one) before any frame is decoded, and again from the first decoded frame. A
+     * status other than GE_OK ends the decode with it (the message is the check's). NULL: no
+     * check. The CLI refuses there a video that cannot fit the model's context. */
+    ge_status (*check)(void *ctx, const struct ge_video *plan, ge_err *err);
+    void *check_ctx;
+    int plan_only;  /* 1: stop once the plan is known (the first frame decoded for its size):
+                     * everything but rgb, which stays NULL (--tokenize) */
 } ge_video_limits;
 
-typedef struct {
+typedef struct ge_video {
     int n;                /* sampled frames, 1..max_frames */
     int th, tw;           /* frame size after the resize (multiples of 48 unless raw) */
     int n_soft;           /* soft tokens per frame: (th/48)*(tw/48) (0 when raw) */

@@ -491,6 +491,23 @@ static ge_status decode_webp(const uint8_t *data, size_t len, const ge_image_lim
 
 /* ---- decode: dispatch on the magic bytes ------------------------------------------------- */
 
+/* Bytes that are none of the three formats: name what they are when the signature says. */
+static ge_status not_an_image(const uint8_t *p, size_t len, ge_err *err)
+{
+    ge_media_type t = ge_media_sniff(p, len < GE_SNIFF_BYTES ? len : GE_SNIFF_BYTES);
+    if (t.truncated)
+        return ge_fail(err, GE_E_FORMAT, "image: truncated: the file ends after %zu bytes, inside "
+                       "the signature of %s", len, t.what);
+    if (t.kind == GE_MEDIA_IMAGE)
+        return ge_fail(err, GE_E_UNSUPPORTED, "%s image: not supported (JPEG, PNG, WebP are)",
+                       t.name);
+    if (t.kind != GE_MEDIA_NONE)
+        return ge_fail(err, GE_E_UNSUPPORTED, "image: %s, not an image (JPEG, PNG, WebP are "
+                       "read)", t.what);
+    return ge_fail(err, GE_E_UNSUPPORTED,
+                   "image: unsupported format (not JPEG, PNG or WebP by its first bytes)");
+}
+
 ge_status ge_image_decode(const void *bytes, size_t len, const ge_image_limits *lim,
                           ge_image *out, ge_err *err)
 {
@@ -506,8 +523,7 @@ ge_status ge_image_decode(const void *bytes, size_t len, const ge_image_limits *
     else if (len >= 12 && memcmp(p, "RIFF", 4) == 0 && memcmp(p + 8, "WEBP", 4) == 0)
         st = decode_webp(p, len, lim, out, err);
     else
-        return ge_fail(err, GE_E_UNSUPPORTED,
-                       "image: unsupported format (not JPEG, PNG or WebP by its first bytes)");
+        return not_an_image(p, len, err);
     if (st != GE_OK)
         ge_image_free(out);
     return st;

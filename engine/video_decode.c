@@ -181,7 +181,7 @@ static ge_status vdec_open(vdec *v, const uint8_t *p, size_t len, bool decoder, 
         return ge_fail(err, GE_E_FORMAT, "%s: corrupt or truncated data (%s)", fmt,
                        ge_av_why(v->why, sizeof v->why, r));
     v->si = -1;
-    int others = 0;
+    int others = 0, audio = 0;
     for (unsigned i = 0; i < fc->nb_streams; i++) {
         AVStream *s = fc->streams[i];
         if (s->codecpar->codec_type == AVMEDIA_TYPE_VIDEO &&
@@ -190,10 +190,14 @@ static ge_status vdec_open(vdec *v, const uint8_t *p, size_t len, bool decoder, 
                 v->si = (int)i;
         } else {
             others++;
+            audio += s->codecpar->codec_type == AVMEDIA_TYPE_AUDIO;
         }
     }
     if (v->si < 0 && fc->nb_streams == 0)
         return ge_fail(err, GE_E_FORMAT, "%s: no streams (a corrupt header?)", fmt);
+    if (v->si < 0 && audio == others) /* sound alone: the reference's decoder refuses it too */
+        return ge_fail(err, GE_E_UNSUPPORTED, "%s: no video stream (audio only: %d audio "
+                       "stream%s)", fmt, audio, audio == 1 ? "" : "s");
     if (v->si < 0)
         return ge_fail(err, GE_E_UNSUPPORTED, "%s: no video stream (%d stream%s of other kinds)",
                        fmt, others, others == 1 ? "" : "s");
@@ -483,9 +487,10 @@ static ge_status to_rgb(vdec *v, conv *c, ge_err *err)
 /* Decode the frames idx[0..n) (non-decreasing) into out (whose arrays exist). *retry is set
  * when seeking went wrong: the caller starts again with GE_VIDEO_SEEK_NEVER. */
 static ge_status decode_frames(const uint8_t *p, size_t len, vdec *v, const scan *s,
-                               const int64_t *idx, int n, int seek, int raw, int budget,
-                               ge_video *out, int *retry, ge_err *err)
+                               const int64_t *idx, int n, int seek, const ge_video_limits *l,
+                               int budget, ge_video *out, int *retry, ge_err *err)
 {
+    const int raw = l->raw;
     ge_status st = vdec_open(v, p, len, true, err);
     conv c = {0};
     int64_t cur = -1; /* index of the last frame the decoder gave */
@@ -582,6 +587,11 @@ static ge_status decode_frames(const uint8_t *p, size_t len, vdec *v, const scan
                                            &out->n_soft, err))) {
                 goto done;
             }
+            /* the plan is complete: the caller's check, then memory for the frames */
+            if (l->check && (st = l->check(l->check_ctx, out, err)))
+                goto done;
+            if (l->plan_only)
+                goto done;
             fsz = (size_t)out->th * out->tw * 3;
             c.rgb = malloc((size_t)c.w * c.h * 3);
             out->rgb = malloc(fsz * n);
@@ -630,17 +640,35 @@ ge_status ge_video_decode(const void *bytes, size_t len, const ge_video_limits *
     const uint8_t *p = bytes;
     if (!p || len == 0)
         return ge_fail(err, GE_E_FORMAT, "video: empty file");
+    /* an image or a sound file: say what it is (FFmpeg would try to read an AVIF or HEIC as an
+     * MP4 and find no "moov" box); M4A is a container, whose streams FFmpeg reports */
+    ge_media_type t = ge_media_sniff(p, len < GE_SNIFF_BYTES ? len : GE_SNIFF_BYTES);
+    if (t.truncated)
+        return ge_fail(err, GE_E_FORMAT, "video: truncated: the file ends after %zu bytes, inside "
+                       "the signature of %s", len, t.what);
+    if (t.kind == GE_MEDIA_IMAGE && t.supported)
+        return ge_fail(err, GE_E_UNSUPPORTED, "video: %s, not a video", t.what);
+    if (t.kind == GE_MEDIA_IMAGE)
+        return ge_fail(err, GE_E_UNSUPPORTED, "video: %s, not a video (and %s images are not "
+                       "supported: JPEG, PNG, WebP are)", t.what, t.name);
+    if (t.kind == GE_MEDIA_AUDIO && strcmp(t.name, "M4A") != 0)
+        return ge_fail(err, GE_E_UNSUPPORTED, "video: %s, not a video", t.what);
     ge_av_quiet();
     int score = 0;
     vdec v = {0};
     v.ifmt = ge_av_probe(p, len, &score);
     v.fmt = container(v.ifmt, p, len);
+    if ((!v.fmt || score < AVPROBE_SCORE_MAX / 4) && t.kind == GE_MEDIA_AV)
+        return ge_fail(err, GE_E_UNSUPPORTED, "video: unsupported format: %s (MP4/MOV, "
+                       "Matroska/WebM and AVI are read)", t.what);
     if (!v.fmt || score < AVPROBE_SCORE_MAX / 4)
         return ge_fail(err, GE_E_UNSUPPORTED, "video: unsupported format (not MP4/MOV, "
                        "Matroska/WebM or AVI by its first bytes)");
     scan s = {0};
+    int ph = 0, pw = 0; /* the frame size the header gives (0: none) */
     ge_status st = vdec_open(&v, p, len, false, err);
     if (!st) {
+        ph = v.st->codecpar->height, pw = v.st->codecpar->width;
         out->format = v.fmt;
         out->codec = v.codec;
         const uint8_t *dm = av_stream_get_side_data(v.st, AV_PKT_DATA_DISPLAYMATRIX, NULL);
@@ -679,13 +707,23 @@ ge_status ge_video_decode(const void *bytes, size_t len, const ge_video_limits *
     for (int k = 0; k < out->n; k++)
         out->seconds[k] = (double)out->index[k] / out->fps;
     int retry = 0;
-    st = decode_frames(p, len, &v, &s, out->index, out->n, l.seek, l.raw, budget, out, &retry,
+    if (l.check && ph > 0 && pw > 0 && !l.raw &&
+        !ge_image_plan(ph, pw, budget, &out->th, &out->tw, &out->n_soft, NULL)) {
+        /* the header's frame size: the check before a frame is decoded (the first decoded
+         * frame's size is checked again) */
+        out->h = ph, out->w = pw;
+        if ((st = l.check(l.check_ctx, out, err)))
+            goto fail;
+        out->h = out->w = out->th = out->tw = out->n_soft = 0;
+    }
+    st = decode_frames(p, len, &v, &s, out->index, out->n, l.seek, &l, budget, out, &retry,
                        err);
     if (st && retry && l.seek != GE_VIDEO_SEEK_NEVER) {
         free(out->rgb);
         out->rgb = NULL;
         retry = 0;
-        st = decode_frames(p, len, &v, &s, out->index, out->n, GE_VIDEO_SEEK_NEVER, l.raw,
+        out->h = out->w = out->th = out->tw = out->n_soft = 0;
+        st = decode_frames(p, len, &v, &s, out->index, out->n, GE_VIDEO_SEEK_NEVER, &l,
                            budget, out, &retry, err);
     }
     if (st)

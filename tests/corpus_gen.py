@@ -156,7 +156,7 @@ for _ in range(3):
 for v in ["42", "[\"a\"]", "{\"t\":1}", "true", "-1.5e3"]:
     bad("wrong_type", '{"id":%s,"text":%s}' % (bid(), v), "bad_record", r'"text" must be a string',
         idraw="keep")
-bad("wrong_type", '{"id":%s,"content":3.5}' % bid(), "bad_record", r'"text" must be a string',
+bad("wrong_type", '{"id":%s,"content":3.5}' % bid(), "bad_record", r'"content" must be a string',
     idraw="keep")
 for v in ['{"a":1}', "[1]", "true", "false", "null", "[]"]:
     bad("wrong_type", '{"id":%s,"text":"x"}' % v, "bad_record", r"id must be a string or number")

@@ -266,7 +266,7 @@ want = [("img.png", "unsupported", "(img.png): images need a vision tower: give 
         ("song.flac", "unsupported", "(song.flac): audio needs an audio tower: give --mmproj"),
         ("clip.mp4", "unsupported", "(clip.mp4): video needs a vision tower: give --mmproj"),
         ("notes.txt", "bad_record", "notes.txt: not a media file"),
-        ("missing.png", "io", "missing.png: No such file or directory")]
+        ("missing.png", "io", "missing.png: cannot open: No such file or directory")]
 assert len(got) == len(want), len(got)
 for g, (i, c, m) in zip(got, want):
     assert g["id"] == i and g["error"]["code"] == c and g["error"]["message"].endswith(m), g

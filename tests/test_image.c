@@ -456,17 +456,26 @@ static void test_unsupported(void)
     ge_err e = {0};
     check(ge_image_decode(NULL, 0, NULL, &img, &e) == GE_E_FORMAT && img.rgb == NULL,
           "decode: empty input is GE_E_FORMAT", "%s", e.msg);
+    /* each named by what it is (ge_media_sniff) */
     static const struct {
         const char *p;
         size_t n;
-    } other[] = {{"GIF89a\x01\x00\x01\x00", 10}, {"BM\x3a\0\0\0\0\0", 8}, {"\xff\xd8", 2},
-                 {"RIFF\0\0\0\0WAVE", 12}};
+        ge_status st;
+        const char *msg;
+    } other[] = {
+        {"GIF89a\x01\x00\x01\x00", 10, GE_E_UNSUPPORTED, "GIF image: not supported"},
+        {"BM\x3a\0\0\0\0\0\0\0\x36\0\0\0\x28\0\0\0", 18, GE_E_UNSUPPORTED,
+         "BMP image: not supported"},
+        {"BM\x3a\0\0\0\0\0", 8, GE_E_UNSUPPORTED, "unsupported format"},
+        {"\xff\xd8", 2, GE_E_FORMAT, "truncated"},
+        {"RIFF\0\0\0\0WAVE", 12, GE_E_UNSUPPORTED, "WAV audio, not an image"},
+        {"\0\0\0\x14" "ftypheic\0\0\0\0mif1", 20, GE_E_UNSUPPORTED, "HEIC image: not supported"}};
     int ok = 1;
-    for (int i = 0; i < 4; i++) {
+    for (size_t i = 0; i < sizeof other / sizeof *other; i++) {
         ge_status st = ge_image_decode(other[i].p, other[i].n, NULL, &img, &e);
-        ok &= (st == GE_E_UNSUPPORTED || st == GE_E_FORMAT) && img.rgb == NULL;
+        ok &= st == other[i].st && img.rgb == NULL && strstr(e.msg, other[i].msg) != NULL;
     }
-    check(ok && strstr(e.msg, "unsupported format"), "decode: GIF, BMP, WAV, a 2-byte JPEG are errors",
+    check(ok, "decode: GIF, BMP, HEIC (named), WAV, a 2-byte JPEG, unknown bytes are errors",
           "%s", e.msg);
 }
 

@@ -199,7 +199,7 @@ open(empty, "wb").close()
 expect(empty, "format: video: empty file", "a zero-length file")
 png = os.path.join(d, "still.png")
 run("ffmpeg", "-nostdin", "-loglevel", "error", "-f", "lavfi", "-i", "testsrc2=s=64x48", "-frames:v", "1", png)
-expect(png, "unsupported: video: unsupported format", "a PNG image")
+expect(png, "unsupported: video: a PNG image, not a video", "a PNG image")
 fs = make("faststart.mp4", "testsrc2", 2, "320x240", 25, *(FAST + ["-movflags", "+faststart"]))
 if fs:
     b = open(fs, "rb").read()
