@@ -667,30 +667,37 @@ static int open_regular(const char *path, int flags, bool *not_regular)
     return fd;
 }
 
-/* Reopen a file of output's set and cut it back to len bytes (its checkpoint). Missing and
- * empty are the same when the checkpoint holds nothing of it. */
-static ge_status reopen_cut(FILE **f, const char *output, const char *path, const char *role,
-                            long long len, ge_err *err)
+/* Before anything is cut: a file of output's set must be there (a regular file) and hold at
+ * least its checkpoint's len bytes. Missing and empty are the same when it held nothing. */
+static ge_status check_len(const char *output, const char *path, const char *role,
+                           long long len, ge_err *err)
 {
-    bool odd;
-    int fd = open_regular(path, O_RDWR | (len == 0 ? O_CREAT : 0), &odd);
     struct stat sb;
-    if (fd < 0)
+    bool there = stat(path, &sb) == 0;
+    const char *why = !there ? (errno == ENOENT ? "missing" : strerror(errno))
+                    : !S_ISREG(sb.st_mode) ? "not a regular file" : NULL;
+    if (why && !(len == 0 && !there && errno == ENOENT))
         return ge_fail(err, GE_E_USAGE, "%s: cannot resume: %s %s is %s (it held %lld bytes at "
                        "the last checkpoint); restore it, or remove %s and %s.resume to start "
-                       "again", output, role, path, odd ? "not a regular file" :
-                       errno == ENOENT ? "missing" : strerror(errno), len, output, output);
-    if (fstat(fd, &sb) != 0 || sb.st_size < len) {
-        close(fd);
+                       "again", output, role, path, why, len, output, output);
+    if (there && !why && sb.st_size < len)
         return ge_fail(err, GE_E_USAGE,
                        "%s: cannot resume: %s %s is shorter (%lld bytes) than at the last "
                        "checkpoint (%lld bytes); restore it, or remove %s and %s.resume to start "
                        "again", output, role, path, (long long)sb.st_size, len, output, output);
-    }
-    if (ftruncate(fd, (off_t)len) != 0 || lseek(fd, 0, SEEK_END) < 0 ||
+    return GE_OK;
+}
+
+/* Reopen a file of the set (checked by check_len) and cut it back to len bytes. */
+static ge_status reopen_cut(FILE **f, const char *path, long long len, ge_err *err)
+{
+    bool odd;
+    int fd = open_regular(path, O_RDWR | (len == 0 ? O_CREAT : 0), &odd);
+    if (fd < 0 || ftruncate(fd, (off_t)len) != 0 || lseek(fd, 0, SEEK_END) < 0 ||
         !(*f = fdopen(fd, "r+b"))) {
-        int e = errno;
-        close(fd);
+        int e = odd ? EINVAL : errno;
+        if (fd >= 0)
+            close(fd);
         return ge_fail(err, GE_E_IO, "%s: cannot resume: %s", path, strerror(e));
     }
     return GE_OK;
@@ -871,6 +878,34 @@ static ge_status state_resume(ge_out *o, ge_ckpt *c, ge_err *err)
     return GE_OK;
 }
 
+static char *ids_path(const ge_out_cfg *cfg)
+{
+    if (cfg->ids)
+        return strdup(cfg->ids);
+    size_t n = strlen(cfg->path) + sizeof ".ids.jsonl";
+    char *p = malloc(n);
+    if (p)
+        snprintf(p, n, "%s.ids.jsonl", cfg->path);
+    return p;
+}
+
+/* Every file of a resumed output's set is there and long enough, before any is cut. */
+static ge_status check_set(ge_out *o, const ge_ckpt *c, ge_err *err)
+{
+    const char *out = o->cfg.path;
+    ge_status st = check_len(out, out, "the output", c->out, err);
+    if (!st && c->ids >= 0) {
+        char *ids = ids_path(&o->cfg);
+        st = ids ? check_len(out, ids, "the ids file", c->ids, err)
+                 : ge_fail(err, GE_E_NOMEM, "out of memory");
+        free(ids);
+    }
+    if (!st && c->errors >= 0)
+        st = check_len(out, o->cfg.errors ? o->cfg.errors : "", "the errors file", c->errors,
+                       err);
+    return st;
+}
+
 ge_status ge_out_open(ge_out **out, const ge_out_cfg *cfg, unsigned long long *skip,
                       ge_err *err)
 {
@@ -935,7 +970,8 @@ ge_status ge_out_open(ge_out **out, const ge_out_cfg *cfg, unsigned long long *s
     } else {
         o->f_name = cfg->path;
         if (o->resumed) {
-            if ((st = reopen_cut(&o->f, cfg->path, cfg->path, "the output", c.out, err)) != GE_OK ||
+            if ((st = check_set(o, &c, err)) != GE_OK ||
+                (st = reopen_cut(&o->f, cfg->path, c.out, err)) != GE_OK ||
                 (cfg->format == GE_FMT_NPY && (st = npy_check_header(o, &c, err)) != GE_OK))
                 goto fail;
             o->rows = c.rows;
@@ -949,20 +985,12 @@ ge_status ge_out_open(ge_out **out, const ge_out_cfg *cfg, unsigned long long *s
     setvbuf(o->f, NULL, _IOFBF, (size_t)1 << 20);
 
     if (binary && cfg->format != GE_FMT_NPZ && (cfg->ids || fd < 0)) {
-        const char *ids = cfg->ids;
-        if (!ids) {
-            size_t n = strlen(cfg->path) + sizeof ".ids.jsonl";
-            o->ids_name = malloc(n);
-            if (o->ids_name)
-                snprintf(o->ids_name, n, "%s.ids.jsonl", cfg->path);
-        } else
-            o->ids_name = strdup(ids);
-        if (!o->ids_name) {
+        if (!(o->ids_name = ids_path(cfg))) {
             st = ge_fail(err, GE_E_NOMEM, "out of memory");
             goto fail;
         }
         if (o->resumed && c.ids >= 0)
-            st = reopen_cut(&o->ids, cfg->path, o->ids_name, "the ids file", c.ids, err);
+            st = reopen_cut(&o->ids, o->ids_name, c.ids, err);
         else if (!(o->ids = ge_path_create(o->ids_name, err)))
             st = GE_E_IO;
         if (st)
@@ -971,7 +999,7 @@ ge_status ge_out_open(ge_out **out, const ge_out_cfg *cfg, unsigned long long *s
     if (cfg->errors) {
         o->errf_name = cfg->errors;
         if (o->resumed && c.errors >= 0)
-            st = reopen_cut(&o->errf, cfg->path, cfg->errors, "the errors file", c.errors, err);
+            st = reopen_cut(&o->errf, cfg->errors, c.errors, err);
         else if (!(o->errf = ge_path_create(cfg->errors, err)))
             st = GE_E_IO;
         if (st)
@@ -992,10 +1020,10 @@ ge_status ge_out_open(ge_out **out, const ge_out_cfg *cfg, unsigned long long *s
     if ((st = o->w->begin(o, err)) != GE_OK)
         goto fail;
     o->began = true;
-    if (o->stateful && !o->resumed) /* what a fresh output holds after its header */
-        o->last = (ge_ckpt){.seq = o->last.seq, .out = stream_len(o->f) < 0 ? -1 : 0,
-                            .ids = o->ids ? 0 : -1, .errors = o->errf_std ? -1 :
-                            stream_len(o->errf) >= 0 ? 0 : -1};
+    if (o->stateful && !o->resumed) /* what a fresh output holds: its header */
+        o->last = (ge_ckpt){.seq = o->last.seq, .out = stream_len(o->f),
+                            .ids = stream_len(o->ids),
+                            .errors = o->errf_std ? -1 : stream_len(o->errf)};
     *out = o;
     return GE_OK;
 fail:

@@ -191,6 +191,18 @@ ge_status ge_state_parse(const char *buf, size_t len, ge_ckpt *c, ge_fingerprint
         return ge_fail(err, GE_E_FORMAT, "damaged: the fingerprint is too long");
     memcpy(fp->text, b + m, fl);
     fp->len = fl;
+    /* only what ge_fp_add writes: "key=value" lines, keys of [a-z0-9-], each key once */
+    const char *p = fp->text, *fend = fp->text + fp->len;
+    field f, g;
+    while (next_field(&p, fend, &f)) {
+        if (!f.key_len || f.val == f.key + f.key_len ||
+            strspn(f.key, "abcdefghijklmnopqrstuvwxyz0123456789-") < f.key_len)
+            return ge_fail(err, GE_E_FORMAT, "damaged: a fingerprint line is not key=value");
+        const char *q = fp->text;
+        while (next_field(&q, f.key, &g))
+            if (g.key_len == f.key_len && memcmp(g.key, f.key, f.key_len) == 0)
+                return ge_fail(err, GE_E_FORMAT, "damaged: the fingerprint repeats a key");
+    }
     unsigned long fp_crc = crc_of(fp->text, fp->len);
 
     /* the newest slot that is valid and belongs to this fingerprint */

@@ -175,10 +175,12 @@ cmp -s h.jsonl ref.jsonl && pass "--resume with other threads: the output comple
 # the files of the set
 half h.npy "${M[@]}" --errors "$T/h.err"
 rm h.err
+printf 'bytes past the checkpoint' >>h.npy # a killed run's tail: not cut by a refusal either
 refuse "--resume with the errors file deleted: exit 2" h.npy "${M[@]}" --errors h.err
 says "--resume with the errors file deleted: names it" "h.err.*missing"
 half h.npy "${M[@]}" --errors "$T/h.err"
 rm h.npy.ids.jsonl
+printf 'bytes past the checkpoint' >>h.npy
 refuse "--resume with the ids sidecar deleted: exit 2" h.npy "${M[@]}" --errors h.err
 half h.npy "${M[@]}" --errors "$T/h.err"
 : >h.npy.resume
