@@ -7,7 +7,6 @@
 #include <limits.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
 #include <xxhash.h>
@@ -174,27 +173,33 @@ ge_status ge_paths_check(const ge_path_use *uses, size_t n, ge_err *err)
 ge_status ge_file_digest(const char *path, unsigned long long *size, unsigned long long *hash,
                          ge_err *err)
 {
+    /* read() into one buffer, not mmap: 3-4x faster on a 300 MB model (no page faults; see
+     * PERF.md), and a file cut short meanwhile is a short read, not a SIGBUS */
     int fd = ge_open_regular(path, err);
     if (fd < 0)
         return GE_E_IO;
-    struct stat sb;
-    ge_status st = GE_OK;
-    if (fstat(fd, &sb) != 0) {
-        st = ge_fail(err, GE_E_IO, "%s: cannot stat: %s", path, strerror(errno));
-    } else if (sb.st_size == 0) {
-        *size = 0;
-        *hash = XXH3_64bits("", 0);
-    } else {
-        void *p = mmap(NULL, (size_t)sb.st_size, PROT_READ, MAP_PRIVATE, fd, 0);
-        if (p == MAP_FAILED) {
-            st = ge_fail(err, GE_E_IO, "%s: cannot map: %s", path, strerror(errno));
-        } else {
-            madvise(p, (size_t)sb.st_size, MADV_SEQUENTIAL);
-            *size = (unsigned long long)sb.st_size;
-            *hash = XXH3_64bits(p, (size_t)sb.st_size);
-            munmap(p, (size_t)sb.st_size);
+    static char buf[1 << 20];
+    XXH3_state_t *x = XXH3_createState();
+    ge_status st = x ? GE_OK : ge_fail(err, GE_E_NOMEM, "out of memory");
+    unsigned long long n = 0;
+    ssize_t got = 0;
+    if (x)
+        XXH3_64bits_reset(x);
+    while (x && (got = read(fd, buf, sizeof buf)) != 0) {
+        if (got < 0 && errno == EINTR)
+            continue;
+        if (got < 0) {
+            st = ge_fail(err, GE_E_IO, "%s: read error: %s", path, strerror(errno));
+            break;
         }
+        XXH3_64bits_update(x, buf, (size_t)got);
+        n += (unsigned long long)got;
     }
+    if (!st) {
+        *size = n;
+        *hash = XXH3_64bits_digest(x);
+    }
+    XXH3_freeState(x);
     close(fd);
     return st;
 }
