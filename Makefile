@@ -144,7 +144,7 @@ tsan:
 # tools/install-deps). The engine, kernels and cli (minus main.c) are rebuilt with clang and
 # -fsanitize=fuzzer-no-link,address,undefined into build/fuzz/ (of cli/, the sources the targets
 # fuzz: main.c has main(), and the rest is not needed).
-#   make fuzz-build                 build build/fuzz/fuzz_{gguf,jsonl,json_span,tok,audio,video}
+#   make fuzz-build                 build build/fuzz/fuzz_{gguf,jsonl,json_span,tok,audio,video,resume}
 #   make fuzz [FUZZ_TIME=300]       run each target FUZZ_TIME seconds (make -j2 fuzz: two at once);
 #                                   the corpus grows in build/fuzz/corpus/NAME, crashes land in
 #                                   build/fuzz/crash-NAME-*; FUZZ_ARGS adds libFuzzer flags
@@ -155,7 +155,7 @@ FUZZ_ARGS   ?=
 FUZZ        = build/fuzz
 FUZZ_SAN    = -fsanitize=address,undefined -fno-sanitize-recover=undefined
 FUZZ_CFLAGS = -O1 -g -fno-omit-frame-pointer $(FUZZ_SAN)
-FUZZ_LIBSRC = $(ENGINE_SRC) $(KERNEL_SRC) cli/input.c cli/json_span.c cli/base64.c
+FUZZ_LIBSRC = $(ENGINE_SRC) $(KERNEL_SRC) cli/input.c cli/json_span.c cli/base64.c cli/resume.c
 FUZZ_LIBOBJ = $(patsubst %.c,$(FUZZ)/obj/%.o,$(FUZZ_LIBSRC))
 FUZZ_NAMES  = $(patsubst tests/fuzz/fuzz_%.c,%,$(wildcard tests/fuzz/fuzz_*.c))
 FUZZ_BIN    = $(patsubst %,$(FUZZ)/fuzz_%,$(FUZZ_NAMES))

@@ -7,6 +7,7 @@
 #include <time.h>
 
 #include "bench.h"
+#include "paths.h"
 #include "input.h"
 
 double ge_bench_now(void)
@@ -422,9 +423,10 @@ int ge_bench_run(const ge_opts *o, ge_model *m, double t_start)
     fprintf(stderr, "\npeak RSS %.1f MB\n", ru.ru_maxrss / 1024.0);
 
     if (o->bench_json) {
-        FILE *f = fopen(o->bench_json, "w");
+        ge_err e;
+        FILE *f = ge_path_create(o->bench_json, &e); /* /dev/stdout: where it points */
         if (!f) {
-            fprintf(stderr, "gemmaembed: %s: cannot write\n", o->bench_json);
+            fprintf(stderr, "gemmaembed: %s\n", e.msg);
             return 4;
         }
         fprintf(f, "{\"model\": \"%s\", \"tier\": \"%s\", \"threads\": %d, \"reps\": %d,\n"

@@ -423,7 +423,7 @@ static ge_status read_file(const char *path, size_t max, char **buf, size_t *len
 /* A record's media blocks so far, against the context: a record whose planned counts
  * already exceed it is too_long before its next item costs memory or time. */
 typedef struct {
-    size_t used;  /* tokens of the media blocks decoded so far */
+    size_t used;  /* tokens so far: <bos>, <eos> and the media blocks decoded */
     bool over;    /* the error is a too_long one */
 } budget;
 
@@ -625,7 +625,7 @@ static void decode_record(pipe_t *P, slot *s, ge_tokens *toks)
 {
     ge_err e = {0};
     ge_status st = GE_OK;
-    budget b = {0};
+    budget b = {.used = 2}; /* <bos> and <eos>, in every sequence */
     for (size_t i = 0; !st && i < s->n_items; i++) {
         item *it = &s->items[i];
         static const char *const needs[] = {

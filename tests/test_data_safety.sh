@@ -110,27 +110,25 @@ rm -f s.npy*
 mkfifo s.npy.resume
 expect "the resume state a FIFO: exit 2 at once" 2 "$BIN" "${M[@]}" -o s.npy in.jsonl
 rm -f s.npy*
+term_after() { # SECONDS PID: SIGTERM to PID after SECONDS; its exit status (10 s to end)
+    sleep "$1"
+    kill -TERM "$2"
+    timeout 10 tail --pid="$2" -f /dev/null
+    wait "$2"
+}
 # SIGTERM while the reader is blocked on a pipe that has delivered 3 records
 mkfifo slow
 (head -n 3 in.jsonl; sleep 30) >slow &
 feeder=$!
 "$BIN" "${M[@]}" -o slow.jsonl <slow 2>term.err &
-pid=$!
-sleep 1.5
-kill -TERM "$pid"
-timeout 10 tail --pid="$pid" -f /dev/null
-wait "$pid"
+term_after 1.5 $!
 rc=$?
 kill "$feeder" 2>/dev/null
 [ "$rc" -eq 143 ] && [ "$(wc -l <slow.jsonl)" -eq 3 ] && pass "SIGTERM while blocked on stdin: exit 143, the 3 records read are written" ||
     fail "SIGTERM while blocked on stdin: exit 143, the 3 records read are written" "exit $rc, $(wc -l <slow.jsonl) rows"
 # SIGTERM while opening a FIFO operand nobody writes to
 "$BIN" "${M[@]}" -o nowriter.jsonl fifo 2>/dev/null &
-pid=$!
-sleep 1
-kill -TERM "$pid"
-timeout 10 tail --pid="$pid" -f /dev/null
-wait "$pid"
+term_after 1 $!
 rc=$?
 [ "$rc" -eq 143 ] && pass "SIGTERM while opening a FIFO input: exit 143" || fail "SIGTERM while opening a FIFO input: exit 143" "exit $rc"
 

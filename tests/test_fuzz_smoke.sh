@@ -24,7 +24,7 @@ if ! $MAKE --no-print-directory fuzz-build FUZZ_CC="$cc" >"$log" 2>&1; then
 fi
 echo "PASS: fuzz: targets build with $cc -fsanitize=fuzzer,address,undefined"
 
-targets=(gguf jsonl json_span tok audio video)
+targets=(gguf jsonl json_span tok audio video resume)
 # the tokenizer again on the real 262k-piece vocabulary when its fixture is there (make bench)
 vocab=build/bench/gemma4-vocab.gguf
 [ -f "$vocab" ] && targets+=(tok-real)
