@@ -95,25 +95,7 @@ static size_t path_uses(const ge_opts *o, const ge_out_cfg *oc, ge_path_use *u,
             u[n++] = (ge_path_use){o->bench_json, -1, "the --bench-json file", true};
         return n;
     }
-    bool to_std = !oc->path || strcmp(oc->path, "-") == 0;
-    bool binary = oc->format != GE_FMT_JSONL;
-    u[n++] = to_std ? (ge_path_use){NULL, 1, "the output", true}
-                    : (ge_path_use){oc->path, -1, "the output (-o)", true};
-    if (ge_out_has_state(oc)) {
-        snprintf(names[0], sizeof names[0], "%s.resume", oc->path);
-        u[n++] = (ge_path_use){names[0], -1, "the output's resume state", true};
-    }
-    if (binary && oc->format != GE_FMT_NPZ && (oc->ids || (!to_std &&
-                                                           ge_path_descriptor(oc->path) < 0))) {
-        if (!oc->ids)
-            snprintf(names[1], sizeof names[1], "%s.ids.jsonl", oc->path);
-        u[n++] = (ge_path_use){oc->ids ? oc->ids : names[1], -1, "the ids file", true};
-    }
-    if (oc->errors)
-        u[n++] = (ge_path_use){oc->errors, -1, "the errors file (--errors)", true};
-    else if (binary)
-        u[n++] = (ge_path_use){NULL, 2, "the error records", true};
-    return n;
+    return n + ge_out_uses(oc, u + n, names);
 }
 
 /* What decides the rows besides the output's own settings (resume.h): the model files by

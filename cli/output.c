@@ -889,6 +889,31 @@ static char *ids_path(const ge_out_cfg *cfg)
     return p;
 }
 
+size_t ge_out_uses(const ge_out_cfg *cfg, ge_path_use *u, char names[][4200])
+{
+    size_t n = 0;
+    int fd = out_descriptor(cfg->path);
+    bool binary = cfg->format != GE_FMT_JSONL;
+    u[n++] = fd == STDOUT_FILENO && is_stdout(cfg->path)
+                 ? (ge_path_use){NULL, STDOUT_FILENO, "the output", true}
+                 : (ge_path_use){cfg->path, -1, "the output (-o)", true};
+    if (ge_out_has_state(cfg)) {
+        snprintf(names[0], sizeof names[0], "%s.resume", cfg->path);
+        u[n++] = (ge_path_use){names[0], -1, "the output's resume state", true};
+    }
+    if (binary && cfg->format != GE_FMT_NPZ && (cfg->ids || fd < 0)) {
+        char *ids = ids_path(cfg);
+        snprintf(names[1], sizeof names[1], "%s", ids ? ids : "");
+        free(ids);
+        u[n++] = (ge_path_use){names[1], -1, "the ids file", true};
+    }
+    if (cfg->errors)
+        u[n++] = (ge_path_use){cfg->errors, -1, "the errors file (--errors)", true};
+    else if (binary)
+        u[n++] = (ge_path_use){NULL, STDERR_FILENO, "the error records", true};
+    return n;
+}
+
 /* Every file of a resumed output's set is there and long enough, before any is cut. */
 static ge_status check_set(ge_out *o, const ge_ckpt *c, ge_err *err)
 {

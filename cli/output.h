@@ -34,6 +34,7 @@
 #include <stdint.h>
 
 #include "ge.h"
+#include "paths.h"
 #include "resume.h"
 
 typedef enum { GE_FMT_AUTO = 0, GE_FMT_JSONL, GE_FMT_NPY, GE_FMT_F32, GE_FMT_NPZ } ge_fmt;
@@ -75,6 +76,10 @@ ge_status ge_out_check(const ge_out_cfg *cfg, ge_err *err);
 /* True when cfg's output keeps a state file (a regular file written by its path, not npz):
  * its fingerprint (cfg->fp) must then be complete. */
 bool ge_out_has_state(const ge_out_cfg *cfg);
+
+/* The files cfg's output writes (output, state, ids, errors), for ge_paths_check: at most 4
+ * into u; names holds the paths made here (PATH.resume, PATH.ids.jsonl). */
+size_t ge_out_uses(const ge_out_cfg *cfg, ge_path_use *u, char names[][4200]);
 
 /* Create the output (and sidecar / errors file) and write any header. With cfg->resume and
  * an existing output, reopen it instead, check it against its state, cut it back to its last
