@@ -36,7 +36,7 @@ ge_status ge_tensor_bind(const ge_gguf *g, const char *name, const int64_t ne[4]
     const ge_dtype_info *ti = ge_dtype(gt->type);
     if (!ti->supported)
         return ge_fail(err, GE_E_UNSUPPORTED,
-                       "%s: tensor %s: type %s is not supported (F32, F16, BF16, Q8_0 are)",
+                       "%s: tensor %s: type %s is not supported (" GE_DTYPE_SUPPORTED " are)",
                        g->path, name, ti->name);
     int64_t ne0 = 1, ne1 = 1;
     for (int i = 0; i < 4; i++)

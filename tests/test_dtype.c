@@ -20,6 +20,68 @@ static void quantize_q8_0(const float *x, ge_block_q8_0 *b, size_t n)
     }
 }
 
+/* Single elements of hand-made blocks, worked out from the layouts in dtype.h (the full
+ * cross-check on random blocks against the NumPy reference is tests/test_quant_c.sh). */
+static void expect(const char *what, uint32_t type, const uint8_t *blk, int i, float want)
+{
+    float y[256];
+    ge_dequant_row(type, blk, y, ge_dtype(type)->block);
+    check(y[i] == want, what, "element %d: %g, expected %g", i, (double)y[i], (double)want);
+}
+
+static void hand_blocks(void)
+{
+    uint8_t b[256] = {0};
+    /* Q4_0: d = 2 (0x4000); byte 3 = 0xa5: value 3 = 2 * (5 - 8), value 19 = 2 * (10 - 8) */
+    b[0] = 0x00, b[1] = 0x40, b[2 + 3] = 0xa5;
+    expect("Q4_0 low nibble", GE_T_Q4_0, b, 3, -6.0f);
+    expect("Q4_0 high nibble", GE_T_Q4_0, b, 19, 4.0f);
+    /* Q5_1: d = 2, m = -1 (0xbc00); qh bit 19 set; qs byte 3 = 0xa5: value 19 = 2 * 26 - 1 */
+    memset(b, 0, sizeof b);
+    b[1] = 0x40, b[2] = 0x00, b[3] = 0xbc, b[4 + 2] = 0x08, b[8 + 3] = 0xa5;
+    expect("Q5_1 fifth bit", GE_T_Q5_1, b, 19, 51.0f);
+    expect("Q5_1 no fifth bit", GE_T_Q5_1, b, 3, 9.0f);
+    /* IQ4_NL: d = 1 (0x3c00), byte 0 = 0xf0: value 0 = table[0], value 16 = table[15] */
+    memset(b, 0, sizeof b);
+    b[1] = 0x3c, b[2] = 0xf0;
+    expect("IQ4_NL table", GE_T_IQ4_NL, b, 16, 113.0f);
+    expect("IQ4_NL table 0", GE_T_IQ4_NL, b, 0, -127.0f);
+    /* Q4_K: d = 1, dmin = 2 (0x4000); sub-block 5: scale low bits in byte 4+9's low nibble
+     * (3), high bits in byte 4+1's top (1 -> +16): 19; min low bits 4+9's high nibble (2),
+     * high bits byte 4+5's top (2 -> +32): 34. Value 5*32+7 = byte 16+64+7's high nibble. */
+    memset(b, 0, sizeof b);
+    b[1] = 0x3c, b[3] = 0x40, b[4 + 9] = 0x23, b[4 + 1] = 0x40, b[4 + 5] = 0x80;
+    b[16 + 64 + 7] = 0xb0;
+    expect("Q4_K sub-block 5", GE_T_Q4_K, b, 5 * 32 + 7, 19.0f * 11.0f - 2.0f * 34.0f);
+    /* Q5_K: the same block shape with qh at 16 and qs at 48; qh[7] bit 5 adds 16 */
+    memset(b, 0, sizeof b);
+    b[1] = 0x3c, b[3] = 0x40, b[4 + 9] = 0x23, b[4 + 1] = 0x40, b[4 + 5] = 0x80;
+    b[16 + 7] = 1 << 5, b[48 + 64 + 7] = 0xb0;
+    expect("Q5_K sub-block 5", GE_T_Q5_K, b, 5 * 32 + 7, 19.0f * 27.0f - 2.0f * 34.0f);
+    /* Q6_K: d = 1 at 208; value 128 + 64 + 3 (second half, quarter 2, l = 3): low nibble =
+     * high nibble of ql[64 + 3], high bits = bits 4-5 of qh[32 + 3], scale sc[8 + 4 + 0] */
+    memset(b, 0, sizeof b);
+    b[209] = 0x3c, b[64 + 3] = 0x90, b[128 + 32 + 3] = 0x20, b[192 + 12] = 0xfe; /* sc = -2 */
+    expect("Q6_K", GE_T_Q6_K, b, 128 + 64 + 3, -2.0f * (float)((9 | 2 << 4) - 32));
+    /* Q3_K: d = 1 at 108; value 160 + 20 (second half, group 1, l = 20): 2-bit code bits 2-3
+     * of qs[32 + 20], hmask bit 5 of hm[20] clear (-4); scale 11: low nibble = high nibble of
+     * byte 3, high bits = bits 4-5 of byte 8 + 3 */
+    memset(b, 0, sizeof b);
+    b[109] = 0x3c, b[32 + 32 + 20] = 3 << 2, b[96 + 3] = 0x70, b[96 + 8 + 3] = 0x30;
+    expect("Q3_K", GE_T_Q3_K, b, 160 + 20, (float)((7 | 3 << 4) - 32) * (3.0f - 4.0f));
+    /* Q2_K: d = 1, dmin = 1 at 80, 82; value 128 + 96 + 17: code bits 6-7 of qs[32 + 17],
+     * scales[15] = 0x53: 3 * code - 5 */
+    memset(b, 0, sizeof b);
+    b[81] = 0x3c, b[83] = 0x3c, b[16 + 32 + 17] = 2 << 6, b[15] = 0x53;
+    expect("Q2_K", GE_T_Q2_K, b, 128 + 96 + 17, 3.0f * 2.0f - 5.0f);
+    /* IQ4_XS: d = 1; sub-block 3 scale: low nibble = high nibble of scales_l[1] (9), high
+     * bits = bits 6-7 of scales_h (2): 41 - 32 = 9; value 3*32 + 16 + 2 = high nibble of
+     * qs[48 + 2] */
+    memset(b, 0, sizeof b);
+    b[1] = 0x3c, b[2] = 0x80, b[4 + 1] = 0x90, b[8 + 48 + 2] = 0xe0;
+    expect("IQ4_XS", GE_T_IQ4_XS, b, 3 * 32 + 16 + 2, 9.0f * 89.0f);
+}
+
 int main(void)
 {
     /* every finite half round-trips through fp32 exactly */
@@ -89,7 +151,10 @@ int main(void)
         free(w), free(x), free(deq), free(h16), free(b16), free(q8);
     }
     check(ge_dtype(GE_T_Q8_0)->bytes == 34 && ge_dtype(GE_T_Q6_K)->block == 256 &&
-              ge_dtype(250) == NULL && !ge_dtype(GE_T_Q4_K)->supported,
+              ge_dtype(250) == NULL && ge_dtype(GE_T_Q4_K)->supported &&
+              ge_dtype(GE_T_IQ4_XS)->bytes == 136 && !ge_dtype(16)->supported &&
+              !ge_dtype(GE_T_Q8_K)->supported,
           "type table", "mismatch");
+    hand_blocks();
     return check_done();
 }
