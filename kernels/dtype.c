@@ -116,98 +116,107 @@ int ge_iq4xs_scale(const uint8_t *b, int j)
     return (lo | hi << 4) - 32;
 }
 
-/* One 32-value block of the four "legacy" types and IQ4_NL: codes in [-16, 15] or the IQ4_NL
- * table, value = d * code (+ m). */
-static void dequant_32(uint32_t type, const uint8_t *p, float *y)
+static int nibble(const uint8_t *qs, int i) /* value i of a 32-value nibble run */
 {
-    const float d = load_f16(p);
-    const bool has_min = type == GE_T_Q4_1 || type == GE_T_Q5_1;
-    const float m = has_min ? load_f16(p + 2) : 0.0f;
-    const uint8_t *qh = p + (has_min ? 4 : 2), *qs = qh;
-    uint32_t h = 0;
-    if (type == GE_T_Q5_0 || type == GE_T_Q5_1) {
-        h = (uint32_t)qh[0] | (uint32_t)qh[1] << 8 | (uint32_t)qh[2] << 16 | (uint32_t)qh[3] << 24;
-        qs = qh + 4;
-    }
-    for (int j = 0; j < 32; j++) {
-        int c = j < 16 ? qs[j] & 0xf : qs[j - 16] >> 4;
-        c |= (int)((h >> j) & 1) << 4;
-        switch (type) {
-        case GE_T_Q4_0: y[j] = (float)(c - 8) * d; break;
-        case GE_T_Q5_0: y[j] = (float)(c - 16) * d; break;
-        case GE_T_IQ4_NL: y[j] = d * (float)ge_iq4nl_values[c]; break;
-        default: y[j] = (float)c * d + m; /* Q4_1, Q5_1 */
-        }
-    }
+    return i < 16 ? qs[i] & 0xf : qs[i - 16] >> 4;
 }
 
-/* One 256-value block of the K family and IQ4_XS. */
-static void dequant_256(uint32_t type, const uint8_t *p, float *y)
+void ge_block_decode(uint32_t type, const uint8_t *p, ge_block_codes *k)
 {
+    memset(k, 0, sizeof *k);
     switch (type) {
-    case GE_T_Q2_K: {
-        const uint8_t *sc = p, *qs = p + 16;
-        const float d = load_f16(p + 80), dmin = load_f16(p + 82);
-        for (int i = 0; i < 256; i++) { /* 2-bit code i: byte 32 (i / 128) + i % 32,
-                                         * bits 2 ((i % 128) / 32) */
-            int s = sc[i / 16], c = (qs[32 * (i / 128) + i % 32] >> (2 * ((i % 128) / 32))) & 3;
-            y[i] = d * (float)(s & 0xf) * (float)c - dmin * (float)(s >> 4);
+    case GE_T_Q4_0: case GE_T_Q4_1: case GE_T_Q5_0: case GE_T_Q5_1: case GE_T_IQ4_NL: {
+        const bool has_min = type == GE_T_Q4_1 || type == GE_T_Q5_1;
+        const bool five = type == GE_T_Q5_0 || type == GE_T_Q5_1;
+        const uint8_t *qh = p + (has_min ? 4 : 2), *qs = qh + (five ? 4 : 0);
+        const uint32_t h = five ? (uint32_t)qh[0] | (uint32_t)qh[1] << 8 |
+                                      (uint32_t)qh[2] << 16 | (uint32_t)qh[3] << 24
+                                : 0;
+        const int bias = type == GE_T_Q4_0 ? 8 : type == GE_T_Q5_0 ? 16 : 0;
+        k->n = 32, k->sub = 32, k->has_min = has_min, k->s[0] = 1;
+        k->d = load_f16(p);
+        k->dmin = has_min ? load_f16(p + 2) : 0.0f;
+        for (int i = 0; i < 32; i++) {
+            int c = nibble(qs, i) | (int)((h >> i) & 1) << 4;
+            k->c[i] = (int8_t)(type == GE_T_IQ4_NL ? ge_iq4nl_values[c] : c - bias);
         }
         break;
     }
-    case GE_T_Q3_K: {
-        const uint8_t *hm = p, *qs = p + 32;
-        const float d = load_f16(p + 108);
+    case GE_T_Q2_K: /* 2-bit code i: byte 32 (i / 128) + i % 32 of qs, bits 2 ((i % 128) / 32) */
+        k->n = 256, k->sub = 16, k->has_min = true;
+        k->d = load_f16(p + 80), k->dmin = load_f16(p + 82);
+        for (int j = 0; j < 16; j++)
+            k->s[j] = p[j] & 0xf, k->m[j] = p[j] >> 4;
+        for (int i = 0; i < 256; i++)
+            k->c[i] = (int8_t)((p[16 + 32 * (i / 128) + i % 32] >> (2 * ((i % 128) / 32))) & 3);
+        break;
+    case GE_T_Q3_K: { /* the same 2-bit order; bit i / 32 of hmask[i % 32] clear: minus 4 */
         int8_t sc[16];
         ge_q3k_scales(p + 96, sc);
+        k->n = 256, k->sub = 16, k->d = load_f16(p + 108);
+        for (int j = 0; j < 16; j++)
+            k->s[j] = sc[j];
         for (int i = 0; i < 256; i++) {
-            int lo = (qs[32 * (i / 128) + i % 32] >> (2 * ((i % 128) / 32))) & 3;
-            int hbit = (hm[i % 32] >> (i / 32)) & 1;
-            y[i] = d * (float)sc[i / 16] * (float)(lo - (hbit ? 0 : 4));
+            int lo = (p[32 + 32 * (i / 128) + i % 32] >> (2 * ((i % 128) / 32))) & 3;
+            k->c[i] = (int8_t)(lo - ((p[i % 32] >> (i / 32)) & 1 ? 0 : 4));
         }
         break;
     }
     case GE_T_Q4_K:
-    case GE_T_Q5_K: {
-        const float d = load_f16(p), dmin = load_f16(p + 2);
+    case GE_T_Q5_K: { /* sub-block j: nibbles j % 2 of qs bytes 32 (j / 2) ..; Q5_K: bit j of
+                       * qh[l] is the fifth bit */
         const bool five = type == GE_T_Q5_K;
         const uint8_t *qh = p + 16, *qs = p + (five ? 48 : 16);
-        for (int j = 0; j < 8; j++) { /* sub-block j: nibbles (j % 2) of bytes 32 (j / 2) .. */
-            uint8_t s, mn;
-            ge_k4_scale_min(p + 4, j, &s, &mn);
-            const float d1 = d * (float)s, m1 = dmin * (float)mn;
-            for (int l = 0; l < 32; l++) {
-                int c = (qs[32 * (j / 2) + l] >> (4 * (j % 2))) & 0xf;
-                if (five)
-                    c += ((qh[l] >> j) & 1) << 4;
-                y[32 * j + l] = d1 * (float)c - m1;
-            }
-        }
-        break;
-    }
-    case GE_T_Q6_K: {
-        const uint8_t *ql = p, *qh = p + 128;
-        const int8_t *sc = (const int8_t *)(p + 192);
-        const float d = load_f16(p + 208);
-        for (int i = 0; i < 256; i++) { /* halves of 128; in each, quarter q = (i % 128) / 32 */
-            int h = i / 128, q = (i % 128) / 32, l = i % 32;
-            int lo = (ql[64 * h + 32 * (q % 2) + l] >> (4 * (q / 2))) & 0xf;
-            int hi = (qh[32 * h + l] >> (2 * q)) & 3;
-            y[i] = d * (float)sc[8 * h + 2 * q + l / 16] * (float)((lo | hi << 4) - 32);
-        }
-        break;
-    }
-    case GE_T_IQ4_XS: {
-        const float d = load_f16(p);
-        const uint8_t *qs = p + 8;
+        k->n = 256, k->sub = 32, k->has_min = true;
+        k->d = load_f16(p), k->dmin = load_f16(p + 2);
         for (int j = 0; j < 8; j++) {
-            const float dl = d * (float)ge_iq4xs_scale(p, j);
+            uint8_t sc, mn;
+            ge_k4_scale_min(p + 4, j, &sc, &mn);
+            k->s[j] = sc, k->m[j] = mn;
             for (int l = 0; l < 32; l++)
-                y[32 * j + l] =
-                    dl * (float)ge_iq4nl_values[(qs[16 * j + l % 16] >> (4 * (l / 16))) & 0xf];
+                k->c[32 * j + l] = (int8_t)(((qs[32 * (j / 2) + l] >> (4 * (j % 2))) & 0xf) +
+                                            (five ? ((qh[l] >> j) & 1) << 4 : 0));
         }
         break;
     }
+    case GE_T_Q6_K: /* halves of 128; quarter q = (i % 128) / 32 of a half: low nibble from
+                     * ql[64 h + 32 (q % 2) + l] (nibble q / 2), high 2 bits from qh[32 h + l] */
+        k->n = 256, k->sub = 16, k->d = load_f16(p + 208);
+        for (int j = 0; j < 16; j++)
+            k->s[j] = (int8_t)p[192 + j];
+        for (int i = 0; i < 256; i++) {
+            int h = i / 128, q = (i % 128) / 32, l = i % 32;
+            int lo = (p[64 * h + 32 * (q % 2) + l] >> (4 * (q / 2))) & 0xf;
+            int hi = (p[128 + 32 * h + l] >> (2 * q)) & 3;
+            k->c[i] = (int8_t)((lo | hi << 4) - 32);
+        }
+        break;
+    case GE_T_IQ4_XS:
+        k->n = 256, k->sub = 32, k->d = load_f16(p);
+        for (int j = 0; j < 8; j++) {
+            k->s[j] = ge_iq4xs_scale(p, j);
+            for (int l = 0; l < 32; l++)
+                k->c[32 * j + l] = ge_iq4nl_values[nibble(p + 8 + 16 * j, l)];
+        }
+        break;
+    }
+}
+
+/* ggml's fp32 expression for each type: d * code (+ m) for the 32-blocks; (d * s) * code
+ * (- dmin * m) for the super-blocks */
+static void dequant_block(uint32_t type, const uint8_t *p, float *y)
+{
+    ge_block_codes k;
+    ge_block_decode(type, p, &k);
+    if (k.n == 32) {
+        for (int i = 0; i < 32; i++)
+            y[i] = k.has_min ? (float)k.c[i] * k.d + k.dmin : (float)k.c[i] * k.d;
+        return;
+    }
+    for (int i = 0; i < 256; i++) {
+        const int j = i / k.sub;
+        const float dl = k.d * (float)k.s[j];
+        y[i] = k.has_min ? dl * (float)k.c[i] - k.dmin * (float)k.m[j] : dl * (float)k.c[i];
     }
 }
 
@@ -235,14 +244,13 @@ void ge_dequant_row(uint32_t type, const void *row, float *dst, size_t n)
         }
         break;
     case GE_T_Q4_0: case GE_T_Q4_1: case GE_T_Q5_0: case GE_T_Q5_1: case GE_T_IQ4_NL:
-        for (size_t b = 0; b < n / 32; b++)
-            dequant_32(type, p + b * ge_dtype(type)->bytes, dst + 32 * b);
-        break;
     case GE_T_Q2_K: case GE_T_Q3_K: case GE_T_Q4_K: case GE_T_Q5_K: case GE_T_Q6_K:
-    case GE_T_IQ4_XS:
-        for (size_t b = 0; b < n / GE_QK_K; b++)
-            dequant_256(type, p + b * ge_dtype(type)->bytes, dst + GE_QK_K * b);
+    case GE_T_IQ4_XS: {
+        const ge_dtype_info *ti = ge_dtype(type);
+        for (size_t b = 0; b < n / ti->block; b++)
+            dequant_block(type, p + b * ti->bytes, dst + ti->block * b);
         break;
+    }
     default:
         memset(dst, 0, n * sizeof(float)); /* unreachable: callers bind supported types only */
     }

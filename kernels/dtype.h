@@ -5,6 +5,7 @@
 #ifndef GE_DTYPE_H
 #define GE_DTYPE_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -33,6 +34,20 @@ enum {
  * ge_dequant_row has the element order of each; kernels unpack with the helpers below. */
 #define GE_QK_K 256
 extern const int8_t ge_iq4nl_values[16];
+/* One block of a quantised type (not Q8_0) as integers: value i is
+ *   n == 32:  c[i] * d (+ dmin when has_min: Q4_1 / Q5_1 keep their m there)
+ *   n == 256: (d * s[j]) * c[i] (- dmin * m[j] when has_min), j = i / sub
+ * with codes c (the block's bit fields minus ggml's bias; IQ4 codes are table values), the
+ * integer sub-block scales s and mins m, and the fp16 fields widened exactly. */
+typedef struct {
+    int8_t c[256];
+    int s[16], m[16];
+    float d, dmin;
+    int n, sub;   /* values, values per sub-block (16 or 32; 32 for the 32-blocks) */
+    bool has_min;
+} ge_block_codes;
+void ge_block_decode(uint32_t type, const uint8_t *block, ge_block_codes *out);
+
 /* The 6-bit scale and min of 32-value sub-block j (0..7) of a Q4_K / Q5_K block. */
 void ge_k4_scale_min(const uint8_t scales[12], int j, uint8_t *sc, uint8_t *mn);
 /* The 16 6-bit scales of a Q3_K block, minus their bias 32 (-32 .. 31). */
