@@ -122,11 +122,12 @@ static void ops_table(const ge_stats *t, double phase_seconds, double peak8, dou
         if (!t->calls[op] && op != GE_OP_OTHER)
             continue;
         double gmacs = t->seconds[op] > 0 ? t->macs[op] / t->seconds[op] * 1e-9 : 0;
-        double peak = (op == GE_OP_Q8_GEMM ? peak8 : peak32) * threads;
+        const bool int8 = op == GE_OP_Q8_GEMM || op == GE_OP_KQ_GEMM;
+        double peak = (int8 ? peak8 : peak32) * threads;
         char frac[32] = "";
         if (t->macs[op] > 0 && peak > 0)
             snprintf(frac, sizeof frac, "%.1f%% (%s)", 100.0 * gmacs / peak,
-                     op == GE_OP_Q8_GEMM ? "int8" : "fp32");
+                     int8 ? "int8" : "fp32");
         fprintf(stderr, "| %-11s | %5.1f%% | %9.1f | %8llu | %12s |\n", ge_op_name((ge_op)op),
                 100.0 * t->seconds[op] / phase_seconds, gmacs, t->calls[op], frac);
     }

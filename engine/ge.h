@@ -513,7 +513,7 @@ void ge_model_trim(ge_model *m);
 /* Where the time went, for --bench: wall time of each kind of operation since the last
  * reset, with the multiply-accumulates it did. */
 typedef enum {
-    GE_OP_Q8_GEMM, GE_OP_SGEMM, GE_OP_LINEAR_REF, GE_OP_QUANTIZE, GE_OP_ATTENTION,
+    GE_OP_Q8_GEMM, GE_OP_KQ_GEMM, GE_OP_SGEMM, GE_OP_LINEAR_REF, GE_OP_QUANTIZE, GE_OP_ATTENTION,
     GE_OP_NORM, GE_OP_OTHER, GE_OP_COUNT
 } ge_op;
 typedef struct {

@@ -1,5 +1,5 @@
-/* linear.c - y = x W^T for the encoder: Q8_0 GEMM, panel SGEMM or the reference row dots,
- * split into (output rows x token block) tasks on the pool.
+/* linear.c - y = x W^T for the encoder: Q8_0 GEMM, the other quantised types' GEMM, panel
+ * SGEMM or the reference row dots, split into (output rows x token block) tasks on the pool.
  *
  * Weights are repacked once into the kernel tier's layout on first use (or all at load with
  * --prepack) and cached by their identity (data pointer, type, shape); with --release-weights
@@ -13,9 +13,10 @@
 #include <unistd.h>
 
 #include "dtype.h"
+#include "kq.h"
 #include "model.h"
 
-enum { PACK_Q8 = 1, PACK_SG = 2 };
+enum { PACK_Q8 = 1, PACK_SG = 2, KQ = 3 /* read in place */ };
 
 typedef struct {
     /* key: the weight's whole identity, so that two weights can never share an entry (a
@@ -82,6 +83,12 @@ static const ge_kern *q8_kernels(const ge_model *m, int n_tok)
         (!m->cfg.v[GE_CFG_VNNI256] || (n_tok <= 8 && !m->cfg.v[GE_CFG_VNNI256_SHORT])))
         k = ge_kern_get(GE_TIER_AVX2);
     return k->q8_gemm ? k : NULL;
+}
+
+/* The kernel table for a quantised type other than Q8_0, or NULL for the reference path. */
+static const ge_kern *kq_kernels(const ge_model *m, uint32_t type)
+{
+    return m->kern->kq_gemm && ge_kq_span(type) ? m->kern : NULL;
 }
 
 static const ge_kern *sg_kernels(const ge_model *m, uint32_t type)
@@ -181,7 +188,7 @@ typedef struct {
         const ge_tensor *w;
         float *y;
         const ge_kern *k; /* NULL: reference */
-        int kind;         /* PACK_Q8 / PACK_SG */
+        int kind;         /* PACK_Q8 / PACK_SG / KQ */
         bool wide;        /* PACK_Q8 by q8_gemm_wide */
         const void *packed;
         int64_t rows_per_task, n_rb;
@@ -224,6 +231,8 @@ static void gemm_task(void *ctx, int64_t task, int worker)
     else if (j->o[i].kind == PACK_Q8)
         (j->o[i].wide ? k->q8_gemm_wide : k->q8_gemm)(j->o[i].packed, w->ne1, w->ne0, j->act, t0,
                                                       t1, r0, r1, j->o[i].y, w->ne1);
+    else if (j->o[i].kind == KQ)
+        k->kq_gemm(w->type, w->data, w->ne1, w->ne0, j->act, t0, t1, r0, r1, j->o[i].y, w->ne1);
     else
         k->sgemm(w->type, j->o[i].packed, w->ne1, w->ne0, j->x, w->ne0, t0, t1, r0, r1,
                  j->o[i].y, w->ne1);
@@ -280,17 +289,29 @@ static ge_status quantize(ge_model *m, const ge_kern *k, const float *x, int n_t
     return GE_OK;
 }
 
-/* fast: the kernels (else the reference row dots); wide: Q8_0 weights by q8_gemm_wide where
- * the tier has it and the inputs come in whole spans; clip (NULL or [lo, hi]): the quantiser
- * clamps x (the caller has checked that every output is a Q8 GEMM) */
+/* The activation span weight w takes on this path (the quantiser's span: kern.h), or 0 when
+ * it takes the fp32 inputs (SGEMM, reference). wide: Q8_0 weights by q8_gemm_wide where the
+ * tier has it and the inputs come in whole spans. */
+static int act_span(const ge_model *m, const ge_tensor *w, int n_tok, bool fast, bool wide)
+{
+    const ge_kern *k;
+    if (!fast)
+        return 0;
+    if (w->type == GE_T_Q8_0 && (k = q8_kernels(m, n_tok)))
+        return wide && k->q8_gemm_wide && w->ne0 % (32 * GE_Q8_WIDE) == 0 ? GE_Q8_WIDE : 1;
+    return kq_kernels(m, w->type) ? ge_kq_span(w->type) : 0;
+}
+
+/* fast: the kernels (else the reference row dots); span: the one activation span of every
+ * quantised output (act_span; they share one quantisation); clip (NULL or [lo, hi]): the
+ * quantiser clamps x (the caller has checked that every output is quantised) */
 static ge_status run_many(ge_model *m, const float *x, int n_tok, const float *clip,
-                          const ge_linear_out *outs, int n_outs, bool fast, bool wide,
+                          const ge_linear_out *outs, int n_outs, bool fast, int span,
                           ge_err *err)
 {
     gemm_job j = {.m = m, .x = x, .n_tok = n_tok, .n = n_outs};
     j.n_tb = (n_tok + TOKEN_BLOCK - 1) / TOKEN_BLOCK;
     const ge_kern *qk = NULL;
-    bool q8_wide = false;
     j.first_task[0] = 0;
     if (n_outs < 1 || n_outs > MAX_OUTS)
         return ge_fail(err, GE_E_INTERNAL, "ge_linear_many: %d outputs", n_outs);
@@ -304,20 +325,23 @@ static ge_status run_many(ge_model *m, const float *x, int n_tok, const float *c
         j.o[i].k = NULL;
         int group = 16;
         const ge_kern *k;
+        const int s = act_span(m, w, n_tok, fast, span == GE_Q8_WIDE);
+        if (s && s != span)
+            return ge_fail(err, GE_E_INTERNAL, "ge_linear_many: %s takes span %d, not %d",
+                           w->name, s, span);
         if (!fast) {
             /* the reference row dots */
         } else if (w->type == GE_T_Q8_0 && (k = q8_kernels(m, n_tok))) {
             j.o[i].k = k, j.o[i].kind = PACK_Q8, group = k->q8_row_group;
-            /* all outputs share one quantisation: wide for all or for none */
-            j.o[i].wide = wide && k->q8_gemm_wide && w->ne0 % (32 * GE_Q8_WIDE) == 0;
-            if (qk && j.o[i].wide != q8_wide)
-                return ge_fail(err, GE_E_INTERNAL, "ge_linear_many: mixed Q8 rules");
-            q8_wide = j.o[i].wide;
+            j.o[i].wide = span == GE_Q8_WIDE;
             qk = k;
+        } else if ((k = kq_kernels(m, w->type))) {
+            j.o[i].k = k, j.o[i].kind = KQ, group = 1, qk = k;
         } else if ((k = sg_kernels(m, w->type))) {
             j.o[i].k = k, j.o[i].kind = PACK_SG, group = k->sg_panel;
         }
-        if (j.o[i].k && !(j.o[i].packed = packed_weight(m, j.o[i].k, w, j.o[i].kind, err)))
+        if (j.o[i].k && j.o[i].kind != KQ &&
+            !(j.o[i].packed = packed_weight(m, j.o[i].k, w, j.o[i].kind, err)))
             return err->code;
         /* row blocks: whole groups each; for a Q8 GEMM up to 256 rows while there are still
          * 8 tasks per thread (each call fills a scratch per token and block, which 4 row
@@ -332,15 +356,16 @@ static ge_status run_many(ge_model *m, const float *x, int n_tok, const float *c
     }
     if (qk) {
         ge_q8_act *act = NULL;
-        ge_status st = quantize(m, qk, x, n_tok, outs[0].w->ne0,
-                                q8_wide ? GE_Q8_WIDE : 1, clip, &act, err);
+        ge_status st = quantize(m, qk, x, n_tok, outs[0].w->ne0, span, clip, &act, err);
         if (st)
             return st;
         j.act = act;
     }
     double t0 = ge_now();
     ge_parallel(m, j.first_task[n_outs], 0, gemm_task, &j);
-    ge_op op = !j.o[0].k ? GE_OP_LINEAR_REF : j.o[0].kind == PACK_Q8 ? GE_OP_Q8_GEMM : GE_OP_SGEMM;
+    const int kind = j.o[0].k ? j.o[0].kind : 0;
+    ge_op op = kind == PACK_Q8 ? GE_OP_Q8_GEMM : kind == KQ ? GE_OP_KQ_GEMM
+             : kind == PACK_SG ? GE_OP_SGEMM : GE_OP_LINEAR_REF;
     m->stats.seconds[op] += ge_now() - t0;
     m->stats.calls[op]++;
     for (int i = 0; i < n_outs; i++)
@@ -348,23 +373,40 @@ static ge_status run_many(ge_model *m, const float *x, int n_tok, const float *c
     return GE_OK;
 }
 
-/* run_many with the input clamped to clip first: inside the quantiser when every output is
- * a Q8 GEMM (no pass over x), else through a clamped copy */
+/* run_many with the input clamped to clip first (inside the quantiser when every output is
+ * quantised: no pass over x; else through a clamped copy), once per activation span among
+ * the outputs (fp32-input outputs join the first) */
 static ge_status linear_many(ge_model *m, const float *x, int n_tok, const float *clip,
                              const ge_linear_out *outs, int n_outs, bool fast, bool wide,
                              ge_err *err)
 {
-    bool all_q8 = fast && q8_kernels(m, n_tok);
-    for (int i = 0; i < n_outs && i < MAX_OUTS; i++)
-        all_q8 &= outs[i].w->type == GE_T_Q8_0;
-    if (!clip || all_q8)
-        return run_many(m, x, n_tok, clip, outs, n_outs, fast, wide, err);
-    const size_t n = (size_t)n_tok * (size_t)outs[0].w->ne0;
-    float *xc = ge_floats(n);
-    if (!xc)
-        return ge_fail(err, GE_E_NOMEM, "out of memory for %d clamped tokens", n_tok);
-    m->kern->clamp(xc, x, (int64_t)n, clip[0], clip[1]); /* exact on every tier */
-    ge_status st = run_many(m, xc, n_tok, NULL, outs, n_outs, fast, wide, err);
+    if (n_outs < 1 || n_outs > MAX_OUTS)
+        return ge_fail(err, GE_E_INTERNAL, "ge_linear_many: %d outputs", n_outs);
+    int spans[MAX_OUTS];
+    bool all_quant = true, done[MAX_OUTS] = {false};
+    for (int i = 0; i < n_outs; i++)
+        all_quant &= (spans[i] = act_span(m, outs[i].w, n_tok, fast, wide)) != 0;
+    float *xc = NULL;
+    if (clip && !all_quant) {
+        const size_t n = (size_t)n_tok * (size_t)outs[0].w->ne0;
+        if (!(xc = ge_floats(n)))
+            return ge_fail(err, GE_E_NOMEM, "out of memory for %d clamped tokens", n_tok);
+        m->kern->clamp(xc, x, (int64_t)n, clip[0], clip[1]); /* exact on every tier */
+        x = xc, clip = NULL;
+    }
+    ge_status st = GE_OK;
+    for (int i = 0; i < n_outs && !st; i++) {
+        if (done[i])
+            continue;
+        int span = 0, n = 0;
+        for (int k = i; k < n_outs && !span; k++)
+            span = done[k] ? 0 : spans[k];
+        ge_linear_out sub[MAX_OUTS];
+        for (int k = i; k < n_outs; k++)
+            if (!done[k] && (spans[k] == span || spans[k] == 0))
+                sub[n++] = outs[k], done[k] = true;
+        st = run_many(m, x, n_tok, clip, sub, n, fast, span, err);
+    }
     free(xc);
     return st;
 }

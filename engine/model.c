@@ -622,7 +622,7 @@ double ge_now(void)
 
 const char *ge_op_name(ge_op op)
 {
-    static const char *const names[GE_OP_COUNT] = {"q8_gemm", "sgemm", "linear_ref", "quantize",
+    static const char *const names[GE_OP_COUNT] = {"q8_gemm", "kq_gemm", "sgemm", "linear_ref", "quantize",
                                                    "attention", "norm", "other"};
     return op < GE_OP_COUNT ? names[op] : "?";
 }

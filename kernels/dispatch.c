@@ -57,6 +57,7 @@ static void fill_all(void)
         k->name = names[t];
         k->tier = (ge_tier)t;
         ge_q8_fill(k, (ge_tier)t);
+        ge_kq_fill(k, (ge_tier)t);
         ge_sgemm_fill(k, (ge_tier)t);
         ge_attn_fill(k, (ge_tier)t);
         ge_peak_fill(k, (ge_tier)t);

@@ -33,10 +33,13 @@ typedef enum { GE_GELU_TANH, GE_GELU_QUICK, GE_SILU, GE_SIGMOID } ge_act;
 /* Q8_0 activations in the one format every tier reads and writes (bit-identical across
  * tiers): per token row, cols int8 values and cols/32 fp32 scales; value = d[b] * qs[k].
  * Quantisation: d = max|x| / 127 over the span's span * 32 values, q = round-half-even(x *
- * (1/d)), q = 0 when d = 0. span is 1 (Q8_0: a scale per block, what q8_gemm reads), or
- * GE_Q8_WIDE for q8_gemm_wide (cols a multiple of 32 * GE_Q8_WIDE; d stays per block, the
- * span's value repeated, so q8_gemm reads such activations correctly too). */
+ * (1/d)), q = 0 when d = 0. span is 1 (Q8_0: a scale per block, what q8_gemm reads),
+ * GE_Q8_WIDE for q8_gemm_wide, or GE_Q8_K_SPAN for the 256-value super-blocks of kq_gemm
+ * (cols a multiple of 32 * span; d stays per block, the span's value repeated, so q8_gemm
+ * reads such activations correctly too). */
 #define GE_Q8_WIDE 4
+#define GE_Q8_K_SPAN 8
+#define GE_Q8_MAX_SPAN 8
 typedef struct {
     int8_t *qs;   /* [n_tok][cols] */
     float *d;     /* [n_tok][cols / 32] */
@@ -127,6 +130,13 @@ typedef struct ge_kern {
                          int64_t t0, int64_t t1, int64_t r0, int64_t r1, float *y,
                          int64_t ldy);
 
+    /* ---- the other quantised weight types (Q4_0 .. IQ4_XS) x int8 activations (kq.h has
+     * the arithmetic): activations from q8_quantize with span ge_kq_span(type) -------------- */
+    /* y[t * ldy + o] for t in [t0, t1), o in [r0, r1), from the file's rows w of that type. */
+    void (*kq_gemm)(uint32_t type, const void *w, int64_t rows, int64_t cols,
+                    const ge_q8_act *act, int64_t t0, int64_t t1, int64_t r0, int64_t r1,
+                    float *y, int64_t ldy);
+
     /* ---- SGEMM on panels of F32/F16/BF16 weights, kept in the weight's type and widened
      * (exactly) to fp32 in registers: every type is the fp32 math of its expansion --------- */
     int sg_panel; /* outputs per panel; row ranges split on multiples of it */
@@ -195,6 +205,7 @@ typedef struct ge_kern {
 /* Per-family fill functions (kernels/<family>.c): set the family's pointers for a tier,
  * falling back to the best lower tier the family implements. */
 void ge_q8_fill(ge_kern *k, ge_tier tier);
+void ge_kq_fill(ge_kern *k, ge_tier tier);
 void ge_sgemm_fill(ge_kern *k, ge_tier tier);
 void ge_attn_fill(ge_kern *k, ge_tier tier);
 void ge_peak_fill(ge_kern *k, ge_tier tier);

@@ -29,7 +29,7 @@ static inline int32_t ld32(const void *p)
 
 void ge_q8_avx2_quantize(const float *x, int64_t ldx, int64_t t0, int64_t t1, ge_q8_act *act)
 {
-    const int64_t cols = act->cols, nb = cols / 32;
+    const int64_t cols = act->cols, nb = cols / 32, span = act->span > 1 ? act->span : 1;
     const __m256 absmask = _mm256_castsi256_ps(_mm256_set1_epi32(0x7fffffff));
     const __m256 lo = _mm256_set1_ps(-127.0f), hi = _mm256_set1_ps(127.0f);
     const __m256i perm = _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7);
@@ -37,15 +37,14 @@ void ge_q8_avx2_quantize(const float *x, int64_t ldx, int64_t t0, int64_t t1, ge
     const __m256 clo = _mm256_set1_ps(clip ? act->lo : 0.0f);
     const __m256 chi = _mm256_set1_ps(clip ? act->hi : 0.0f);
     for (int64_t t = t0; t < t1; t++) {
-        for (int64_t b = 0; b < nb; b++) {
-            const float *xb = x + t * ldx + b * 32;
-            __m256 v[4], m = _mm256_setzero_ps();
-            for (int k = 0; k < 4; k++) {
-                v[k] = _mm256_loadu_ps(xb + 8 * k);
+        for (int64_t s0 = 0; s0 < nb; s0 += span) { /* a scale per span (cols holds whole spans) */
+            __m256 m = _mm256_setzero_ps();
+            for (int64_t i = 0; i < 32 * span; i += 8) {
+                __m256 v = _mm256_loadu_ps(x + t * ldx + s0 * 32 + i);
                 if (clip)
-                    v[k] = _mm256_min_ps(chi, _mm256_max_ps(clo, v[k]));
+                    v = _mm256_min_ps(chi, _mm256_max_ps(clo, v));
                 /* max(a, m) keeps m when a is NaN, like the scalar loop */
-                m = _mm256_max_ps(_mm256_and_ps(v[k], absmask), m);
+                m = _mm256_max_ps(_mm256_and_ps(v, absmask), m);
             }
             __m128 m4 = _mm_max_ps(_mm256_castps256_ps128(m), _mm256_extractf128_ps(m, 1));
             m4 = _mm_max_ps(m4, _mm_movehl_ps(m4, m4));
@@ -53,22 +52,29 @@ void ge_q8_avx2_quantize(const float *x, int64_t ldx, int64_t t0, int64_t t1, ge
             float amax = _mm_cvtss_f32(m4);
             float d = amax / 127.0f, id = d != 0.0f ? 1.0f / d : 0.0f;
             __m256 vid = _mm256_set1_ps(id);
-            __m256i q[4];
-            for (int k = 0; k < 4; k++) {
-                __m256 s = _mm256_max_ps(_mm256_mul_ps(v[k], vid), lo);
-                q[k] = _mm256_cvtps_epi32(_mm256_min_ps(s, hi));
+            for (int64_t b = s0; b < s0 + span; b++) {
+                const float *xb = x + t * ldx + b * 32;
+                __m256i q[4];
+                for (int k = 0; k < 4; k++) {
+                    __m256 v = _mm256_loadu_ps(xb + 8 * k);
+                    if (clip)
+                        v = _mm256_min_ps(chi, _mm256_max_ps(clo, v));
+                    __m256 s = _mm256_max_ps(_mm256_mul_ps(v, vid), lo);
+                    q[k] = _mm256_cvtps_epi32(_mm256_min_ps(s, hi));
+                }
+                __m256i p = _mm256_packs_epi16(_mm256_packs_epi32(q[0], q[1]),
+                                               _mm256_packs_epi32(q[2], q[3]));
+                _mm256_storeu_si256((__m256i *)(act->qs + t * cols + b * 32),
+                                    _mm256_permutevar8x32_epi32(p, perm));
+                __m256i s = _mm256_add_epi32(_mm256_add_epi32(q[0], q[1]),
+                                             _mm256_add_epi32(q[2], q[3]));
+                __m128i s4 =
+                    _mm_add_epi32(_mm256_castsi256_si128(s), _mm256_extracti128_si256(s, 1));
+                s4 = _mm_add_epi32(s4, _mm_shuffle_epi32(s4, 0x4e));
+                s4 = _mm_add_epi32(s4, _mm_shuffle_epi32(s4, 0xb1));
+                act->d[t * nb + b] = d;
+                act->sum[t * nb + b] = _mm_cvtsi128_si32(s4);
             }
-            __m256i p = _mm256_packs_epi16(_mm256_packs_epi32(q[0], q[1]),
-                                           _mm256_packs_epi32(q[2], q[3]));
-            _mm256_storeu_si256((__m256i *)(act->qs + t * cols + b * 32),
-                                _mm256_permutevar8x32_epi32(p, perm));
-            __m256i s = _mm256_add_epi32(_mm256_add_epi32(q[0], q[1]),
-                                         _mm256_add_epi32(q[2], q[3]));
-            __m128i s4 = _mm_add_epi32(_mm256_castsi256_si128(s), _mm256_extracti128_si256(s, 1));
-            s4 = _mm_add_epi32(s4, _mm_shuffle_epi32(s4, 0x4e));
-            s4 = _mm_add_epi32(s4, _mm_shuffle_epi32(s4, 0xb1));
-            act->d[t * nb + b] = d;
-            act->sum[t * nb + b] = _mm_cvtsi128_si32(s4);
         }
     }
 }

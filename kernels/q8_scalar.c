@@ -89,7 +89,7 @@ void ge_q8_g16b_pack(const void *src, int64_t rows, int64_t cols, void *dst, int
 void ge_q8_scalar_quantize(const float *x, int64_t ldx, int64_t t0, int64_t t1, ge_q8_act *act)
 {
     const int64_t cols = act->cols, nb = cols / GE_QK8_0, span = act->span > 1 ? act->span : 1;
-    float buf[GE_QK8_0 * GE_Q8_WIDE]; /* one span, clipped */
+    float buf[GE_QK8_0 * GE_Q8_MAX_SPAN]; /* one span, clipped */
     for (int64_t t = t0; t < t1; t++) {
         for (int64_t s = 0; s < nb; s += span) { /* a scale per span (cols holds whole spans) */
             const float *xs = x + t * ldx + s * GE_QK8_0;
