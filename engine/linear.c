@@ -16,7 +16,7 @@
 #include "kq.h"
 #include "model.h"
 
-enum { PACK_Q8 = 1, PACK_SG = 2, KQ = 3 /* read in place */ };
+enum { PACK_Q8 = 1, PACK_SG = 2, KQ = 3 /* packed by the tier, or its file rows in place */ };
 
 typedef struct {
     /* key: the weight's whole identity, so that two weights can never share an entry (a
@@ -118,6 +118,8 @@ static void pack_task(void *ctx, int64_t i, int worker)
         r1 = j->w->ne1;
     if (j->kind == PACK_Q8)
         j->k->q8_pack(j->w->data, j->w->ne1, j->w->ne0, j->dst, r0, r1);
+    else if (j->kind == KQ)
+        j->k->kq_pack(j->w->type, j->w->data, j->w->ne1, j->w->ne0, j->dst, r0, r1);
     else
         j->k->sg_pack(j->w->type, j->w->data, j->w->ne1, j->w->ne0, j->dst, r0, r1);
 }
@@ -149,6 +151,7 @@ static const void *packed_weight(ge_model *m, const ge_kern *k, const ge_tensor 
             return d;
         }
     size_t bytes = kind == PACK_Q8 ? k->q8_packed_size(w->ne1, w->ne0)
+                   : kind == KQ    ? k->kq_packed_size(w->type, w->ne1, w->ne0)
                                    : k->sg_packed_size(w->type, w->ne1, w->ne0);
     void *data = aligned_alloc(64, (bytes + 63) / 64 * 64);
     if (c->n == c->cap) {
@@ -163,7 +166,7 @@ static const void *packed_weight(ge_model *m, const ge_kern *k, const ge_tensor 
         ge_fail(err, GE_E_NOMEM, "out of memory repacking %s (%zu bytes)", w->name, bytes);
         return NULL;
     }
-    int group = kind == PACK_Q8 ? k->q8_row_group : k->sg_panel;
+    int group = kind == PACK_Q8 ? k->q8_row_group : kind == KQ ? k->kq_row_group : k->sg_panel;
     pack_job j = {k, w, data, kind, (int64_t)group * ((256 + group - 1) / group)};
     ge_parallel(m, (w->ne1 + j.rows_per_task - 1) / j.rows_per_task, 0, pack_task, &j);
     c->v[c->n++] = (pack_entry){w->data, w->type, w->ne0, w->ne1, w->row_bytes, kind, k->tier,
@@ -232,7 +235,8 @@ static void gemm_task(void *ctx, int64_t task, int worker)
         (j->o[i].wide ? k->q8_gemm_wide : k->q8_gemm)(j->o[i].packed, w->ne1, w->ne0, j->act, t0,
                                                       t1, r0, r1, j->o[i].y, w->ne1);
     else if (j->o[i].kind == KQ)
-        k->kq_gemm(w->type, w->data, w->ne1, w->ne0, j->act, t0, t1, r0, r1, j->o[i].y, w->ne1);
+        k->kq_gemm(w->type, j->o[i].packed, w->ne1, w->ne0, j->act, t0, t1, r0, r1, j->o[i].y,
+                   w->ne1);
     else
         k->sgemm(w->type, j->o[i].packed, w->ne1, w->ne0, j->x, w->ne0, t0, t1, r0, r1,
                  j->o[i].y, w->ne1);
@@ -336,11 +340,15 @@ static ge_status run_many(ge_model *m, const float *x, int n_tok, const float *c
             j.o[i].wide = span == GE_Q8_WIDE;
             qk = k;
         } else if ((k = kq_kernels(m, w->type))) {
-            j.o[i].k = k, j.o[i].kind = KQ, group = 1, qk = k;
+            j.o[i].k = k, j.o[i].kind = KQ, qk = k;
+            if (k->kq_packed_size(w->type, w->ne1, w->ne0))
+                group = k->kq_row_group;
+            else /* read in place */
+                group = 1, j.o[i].packed = w->data;
         } else if ((k = sg_kernels(m, w->type))) {
             j.o[i].k = k, j.o[i].kind = PACK_SG, group = k->sg_panel;
         }
-        if (j.o[i].k && j.o[i].kind != KQ &&
+        if (j.o[i].k && !j.o[i].packed &&
             !(j.o[i].packed = packed_weight(m, j.o[i].k, w, j.o[i].kind, err)))
             return err->code;
         /* row blocks: whole groups each; for a Q8 GEMM up to 256 rows while there are still
@@ -436,6 +444,10 @@ ge_status ge_linear_prepack(ge_model *m, const ge_tensor *const *ts, size_t n, g
         const ge_kern *k;
         if (ts[i]->type == GE_T_Q8_0 && (k = q8_kernels(m, 1 << 20))) {
             if (!packed_weight(m, k, ts[i], PACK_Q8, err))
+                return err->code;
+        } else if ((k = kq_kernels(m, ts[i]->type))) {
+            if (k->kq_packed_size(ts[i]->type, ts[i]->ne1, ts[i]->ne0) &&
+                !packed_weight(m, k, ts[i], KQ, err))
                 return err->code;
         } else if ((k = sg_kernels(m, ts[i]->type))) {
             if (!packed_weight(m, k, ts[i], PACK_SG, err))

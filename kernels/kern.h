@@ -132,7 +132,15 @@ typedef struct ge_kern {
 
     /* ---- the other quantised weight types (Q4_0 .. IQ4_XS) x int8 activations (kq.h has
      * the arithmetic): activations from q8_quantize with span ge_kq_span(type) -------------- */
-    /* y[t * ldy + o] for t in [t0, t1), o in [r0, r1), from the file's rows w of that type. */
+    int kq_row_group; /* rows of a packed group; row ranges of packed types split on them */
+    /* Bytes of the tier's packed form of a {cols, rows} weight of that type, or 0 when the
+     * tier reads that type's file rows in place (kq_gemm then takes the file's data). */
+    size_t (*kq_packed_size)(uint32_t type, int64_t rows, int64_t cols);
+    /* Pack row groups holding rows [r0, r1) (as q8_pack). */
+    void (*kq_pack)(uint32_t type, const void *src, int64_t rows, int64_t cols, void *dst,
+                    int64_t r0, int64_t r1);
+    /* y[t * ldy + o] for t in [t0, t1), o in [r0, r1), from w: the packed form, or the
+     * file's rows for a type read in place. */
     void (*kq_gemm)(uint32_t type, const void *w, int64_t rows, int64_t cols,
                     const ge_q8_act *act, int64_t t0, int64_t t1, int64_t r0, int64_t r1,
                     float *y, int64_t ldy);

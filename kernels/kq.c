@@ -1,9 +1,34 @@
-/* kq.c - the quantised-type GEMM family's entry in the kernel table. Every tier runs the
- * scalar oracle until its own kernels land (kq.h: they must match it bit for bit). */
+/* kq.c - the quantised-type GEMM family's entry in the kernel table: which functions each
+ * tier uses. A tier packs the types it has kernels for (kq.h layouts) and runs the scalar
+ * oracle on the file's rows for the others; kq_row_group, kq_packed_size, kq_pack and
+ * kq_gemm always come from the same tier. */
 #include "kq.h"
 
 void ge_kq_fill(ge_kern *k, ge_tier tier)
 {
-    (void)tier;
+    k->kq_row_group = 1;
+    k->kq_packed_size = ge_kq_scalar_packed_size;
+    k->kq_pack = NULL;
     k->kq_gemm = ge_kq_scalar_gemm;
+#if defined(__x86_64__)
+    switch (tier) {
+    case GE_TIER_AVX2:
+    case GE_TIER_AVXVNNI:
+        k->kq_row_group = 8;
+        k->kq_packed_size = ge_kq_avx2_packed_size;
+        k->kq_pack = ge_kq_avx2_pack;
+        k->kq_gemm = ge_kq_avx2_gemm;
+        break;
+    case GE_TIER_AVX512:
+        k->kq_row_group = 16;
+        k->kq_packed_size = ge_kq_avx512_packed_size;
+        k->kq_pack = ge_kq_avx512_pack;
+        k->kq_gemm = ge_kq_avx512_gemm;
+        break;
+    default:
+        break;
+    }
+#else
+    (void)tier;
+#endif
 }

@@ -29,6 +29,20 @@
  * The integer sums are exact in int32 for every code range (the largest, Q6_K: 16 x 128 x
  * 16 x 32 x 127 < 2^28), so a tier may add them in any order; d, dmin and m are the block's
  * fp16 fields widened exactly. */
+/* Packed layout of Q4_K (the tiers with a kernel of their own for it; G = the tier's
+ * kq_row_group): row group g (rows g*G .. g*G+G-1) starts at byte g * nsb * GE_KQ_Q4K_BYTES(G)
+ * (nsb = cols / 256); inside it, super-block s is GE_KQ_Q4K_BYTES(G) bytes:
+ *   G*128 code bytes: for 64-value unit p = 0..3 and 4-value chunk c = 0..7, G rows x 4
+ *     bytes, byte ((p*8 + c)*G + r)*4 + j = the file's qs[32p + 4c + j] of row r: its low
+ *     nibble is value 64p + 4c + j (sub-block 2p), its high nibble value 64p + 32 + 4c + j
+ *     (sub-block 2p + 1);
+ *   8*G scales (u8, sub-block j of row r at 128G + j*G + r), 8*G mins likewise;
+ *   G fp32 d, G fp32 dmin (the fp16 fields widened exactly).
+ * A last partial group is padded with zero codes, scales and factors. Nothing is lost: the
+ * packed form is the file's block rearranged (152 bytes per row and super-block against the
+ * file's 144). */
+#define GE_KQ_Q4K_BYTES(G) ((int64_t)(G) * 152)
+
 #ifndef GE_KQ_H
 #define GE_KQ_H
 
@@ -38,9 +52,33 @@
  * does not compute. */
 int ge_kq_span(uint32_t type);
 
+/* Shared by all tiers (plain C, kq_scalar.c): the packed size (0 for a type the tier reads
+ * in place) and packer of rows [r0, r1) (r0 a multiple of G; r1 too, or rows) for group G. */
+size_t ge_kq_packed_size_g(uint32_t type, int64_t rows, int64_t cols, int group);
+void ge_kq_pack_g(uint32_t type, const void *src, int64_t rows, int64_t cols, void *dst,
+                  int64_t r0, int64_t r1, int group);
+
 /* The scalar tier (kq_scalar.c): reads the file's rows in place (no packing). */
+size_t ge_kq_scalar_packed_size(uint32_t type, int64_t rows, int64_t cols);
 void ge_kq_scalar_gemm(uint32_t type, const void *w, int64_t rows, int64_t cols,
                        const ge_q8_act *act, int64_t t0, int64_t t1, int64_t r0, int64_t r1,
                        float *y, int64_t ldy);
+
+#if defined(__x86_64__)
+/* kq_avx2.c (G = 8): Q4_K packed, the other types through the scalar oracle in place */
+size_t ge_kq_avx2_packed_size(uint32_t type, int64_t rows, int64_t cols);
+void ge_kq_avx2_pack(uint32_t type, const void *src, int64_t rows, int64_t cols, void *dst,
+                     int64_t r0, int64_t r1);
+void ge_kq_avx2_gemm(uint32_t type, const void *w, int64_t rows, int64_t cols,
+                     const ge_q8_act *act, int64_t t0, int64_t t1, int64_t r0, int64_t r1,
+                     float *y, int64_t ldy);
+/* kq_avx512.c (G = 16) */
+size_t ge_kq_avx512_packed_size(uint32_t type, int64_t rows, int64_t cols);
+void ge_kq_avx512_pack(uint32_t type, const void *src, int64_t rows, int64_t cols, void *dst,
+                       int64_t r0, int64_t r1);
+void ge_kq_avx512_gemm(uint32_t type, const void *w, int64_t rows, int64_t cols,
+                       const ge_q8_act *act, int64_t t0, int64_t t1, int64_t r0, int64_t r1,
+                       float *y, int64_t ldy);
+#endif
 
 #endif

@@ -2,6 +2,8 @@
  * reproduces bit for bit. Reads the file's rows in place; each weight block is decoded once
  * (ge_block_decode) and applied to every token of the task. Built with -std=c11, so the
  * compiler does not contract a*b+c into an FMA. */
+#include <string.h>
+
 #include "dtype.h"
 #include "kq.h"
 
@@ -17,6 +19,59 @@ int ge_kq_span(uint32_t type)
         return 0;
     }
 }
+
+/* ---- packing (all tiers) ------------------------------------------------------------- */
+
+size_t ge_kq_packed_size_g(uint32_t type, int64_t rows, int64_t cols, int group)
+{
+    if (type != GE_T_Q4_K)
+        return 0;
+    return (size_t)((rows + group - 1) / group * (cols / GE_QK_K) * GE_KQ_Q4K_BYTES(group));
+}
+
+size_t ge_kq_scalar_packed_size(uint32_t type, int64_t rows, int64_t cols)
+{
+    (void)type, (void)rows, (void)cols;
+    return 0;
+}
+
+static void put_f32(uint8_t *p, float v) { memcpy(p, &v, 4); }
+
+void ge_kq_pack_g(uint32_t type, const void *src, int64_t rows, int64_t cols, void *dst,
+                  int64_t r0, int64_t r1, int group)
+{
+    const ge_dtype_info *ti = ge_dtype(type);
+    const int64_t nsb = cols / GE_QK_K, G = group;
+    const size_t row_bytes = (size_t)nsb * ti->bytes;
+    for (int64_t g = r0 / G; g * G < r1; g++) {
+        uint8_t *gp = (uint8_t *)dst + g * nsb * GE_KQ_Q4K_BYTES(G);
+        for (int64_t s = 0; s < nsb; s++) {
+            uint8_t *bp = gp + s * GE_KQ_Q4K_BYTES(G);
+            for (int64_t r = 0; r < G; r++) {
+                const int64_t row = g * G + r;
+                const uint8_t *blk =
+                    row < rows ? (const uint8_t *)src + (size_t)row * row_bytes + s * ti->bytes
+                               : NULL;
+                ge_block_codes k = {0};
+                if (blk)
+                    ge_block_decode(type, blk, &k);
+                for (int p = 0; p < 4; p++)
+                    for (int c = 0; c < 8; c++)
+                        for (int j = 0; j < 4; j++)
+                            bp[((p * 8 + c) * G + r) * 4 + j] =
+                                blk ? blk[16 + 32 * p + 4 * c + j] : 0;
+                for (int j = 0; j < 8; j++) {
+                    bp[128 * G + j * G + r] = (uint8_t)k.s[j];
+                    bp[136 * G + j * G + r] = (uint8_t)k.m[j];
+                }
+                put_f32(bp + 144 * G + 4 * r, k.d);
+                put_f32(bp + 148 * G + 4 * r, k.dmin);
+            }
+        }
+    }
+}
+
+/* ---- GEMM ---------------------------------------------------------------------------- */
 
 #define TOKENS 64 /* accumulators kept per pass over a row */
 

@@ -1,4 +1,4 @@
-/* bench_q8.c - Q8_0 GEMM benchmark (make bench-q8; not part of make test): GMAC/s of every
+/* bench_q8.c - quantised GEMM benchmark (make bench-q8; not part of make test): GMAC/s of every
  * tier this CPU runs (plus the EVEX build of the avxvnni algorithm) at the model's shapes,
  * single thread, next to this machine's measured peaks (the kernel table's register-only
  * loops, kernels/peak*.c): int8 VNNI-512 (vpdpbusd zmm) and fp32 FMA-512 (vfmadd231ps zmm),
@@ -6,9 +6,11 @@
  * of >= 2 ms (20 ms for the peaks) of thread CPU time (tests/bench.h).
  *
  *   bench_q8 [-t tier[,tier...]] [-n ntok[,ntok...]] [-s COLSxROWS[,...]] [--huge] [--scalar]
- *            [--wide]
+ *            [--wide] [--type TYPE]
  *
  * --wide: the media towers' rule (kern.h q8_gemm_wide; shapes with cols % 128 == 0).
+ * --type: a weight type of the kq family (q4_k, q6_k, q4_0, ...: kernels/kq.h) instead of
+ * Q8_0, packed where the tier packs it, with random codes (tests/kq_data.h).
  *
  * Tiers: scalar avx2 avxvnni avx512 evex256 (scalar only with --scalar or -t: it is slow).
  * Warm-cache numbers: the same weights are reused sample after sample, so a weight matrix
@@ -16,20 +18,24 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <sys/mman.h>
 
 #include "bench.h"
 #include "dtype.h"
 #include "kern.h"
+#include "kq.h"
 #include "q8.h"
 
 #define RNG_SEED 88172645463325252ull
 #include "rng.h"
+#include "kq_data.h"
 
 /* ---- GEMM ---------------------------------------------------------------------------- */
 
 static int huge; /* --huge: transparent huge pages for the weights and y */
 static int wide; /* --wide: the media towers' rule (span GE_Q8_WIDE, q8_gemm_wide) */
+static uint32_t wtype = GE_T_Q8_0; /* --type */
 
 /* 64-byte aligned; with --huge, 2 MiB aligned and madvise(MADV_HUGEPAGE) */
 static void *alloc(size_t n)
@@ -54,8 +60,12 @@ typedef struct {
 static void run_gemm(void *arg, long call)
 {
     const gemm_job *j = arg;
-    (wide ? j->k->q8_gemm_wide : j->k->q8_gemm)(j->pk, j->rows, j->cols, j->a, 0, j->n_tok, 0,
-                                                j->rows, j->y, j->rows);
+    if (wtype != GE_T_Q8_0)
+        j->k->kq_gemm(wtype, j->pk, j->rows, j->cols, j->a, 0, j->n_tok, 0, j->rows, j->y,
+                      j->rows);
+    else
+        (wide ? j->k->q8_gemm_wide : j->k->q8_gemm)(j->pk, j->rows, j->cols, j->a, 0, j->n_tok,
+                                                    0, j->rows, j->y, j->rows);
 }
 
 static double bench_gemm(const ge_kern *k, int64_t cols, int64_t rows, int64_t n_tok)
@@ -68,20 +78,32 @@ static double bench_gemm(const ge_kern *k, int64_t cols, int64_t rows, int64_t n
         for (int j = 0; j < 32; j++)
             w[i].qs[j] = (int8_t)((int)(rnd() % 255) - 127);
     }
-    void *pk = alloc(k->q8_packed_size(rows, cols));
-    k->q8_pack(w, rows, cols, pk, 0, rows);
+    void *pk, *kw = NULL;
+    if (wtype != GE_T_Q8_0) { /* the kq family: packed where the tier packs the type */
+        kw = kq_random_weights(wtype, rows, cols);
+        const size_t n = k->kq_packed_size(wtype, rows, cols);
+        pk = n ? alloc(n) : kw;
+        if (n)
+            k->kq_pack(wtype, kw, rows, cols, pk, 0, rows);
+    } else {
+        pk = alloc(k->q8_packed_size(rows, cols));
+        k->q8_pack(w, rows, cols, pk, 0, rows);
+    }
     float *x = malloc((size_t)(n_tok * cols) * sizeof *x);
     for (int64_t i = 0; i < n_tok * cols; i++)
         x[i] = (float)((int)(rnd() % 2001) - 1000) * 1e-3f;
     ge_q8_act a = {malloc((size_t)(n_tok * cols)), malloc((size_t)(n_tok * nb) * 4),
-                   malloc((size_t)(n_tok * nb) * 4), n_tok, cols, wide ? GE_Q8_WIDE : 1, false,
+                   malloc((size_t)(n_tok * nb) * 4), n_tok, cols,
+                   wtype != GE_T_Q8_0 ? ge_kq_span(wtype) : wide ? GE_Q8_WIDE : 1, false,
                    0.0f, 0.0f};
     k->q8_quantize(x, cols, 0, n_tok, &a);
     float *y = alloc((size_t)(n_tok * rows) * sizeof *y); /* rows * 4 % 64 == 0: rows aligned */
 
     gemm_job j = {k, pk, &a, rows, cols, n_tok, y};
     const bench_stats st = bench_time(run_gemm, &j, 0.002, BENCH_SAMPLES);
-    free(w), free(pk), free(x), free(a.qs), free(a.d), free(a.sum), free(y);
+    if (pk != kw)
+        free(pk);
+    free(w), free(kw), free(x), free(a.qs), free(a.d), free(a.sum), free(y);
     return (double)rows * cols * n_tok / st.med * 1e-9;
 }
 
@@ -122,10 +144,21 @@ int main(int argc, char **argv)
             scalar = 1;
         } else if (strcmp(argv[i], "--wide") == 0) {
             wide = 1;
+        } else if (strcmp(argv[i], "--type") == 0 && i + 1 < argc) {
+            const char *tn = argv[++i];
+            wtype = 0;
+            for (uint32_t t = 1; t < 64 && !wtype; t++)
+                if (ge_dtype(t) && strcasecmp(ge_dtype(t)->name, tn) == 0 && ge_kq_span(t))
+                    wtype = t;
+            if (!wtype && strcasecmp(tn, "q8_0") != 0) {
+                fprintf(stderr, "--type %s: not a type of the kq family (kernels/kq.h)\n", tn);
+                return 2;
+            }
+            wtype = wtype ? wtype : GE_T_Q8_0;
         } else {
             fprintf(stderr,
                     "usage: %s [-t tiers] [-n ntoks] [-s COLSxROWS,...] [--huge] [--scalar] "
-                    "[--wide]\n",
+                    "[--wide] [--type TYPE]\n",
                     argv[0]);
             return 2;
         }

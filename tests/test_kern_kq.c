@@ -21,6 +21,7 @@
 #include "kern.h"
 #include "kq.h"
 #include "rng.h"
+#include "kq_data.h"
 
 static const char *nm(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 static const char *nm(const char *fmt, ...)
@@ -68,46 +69,12 @@ static void pick_variants(void)
             vars[n_vars++].k = ge_kern_get((ge_tier)t);
         }
     for (int i = 0; i < n_vars; i++)
-        check(vars[i].k->kq_gemm && vars[i].k->q8_quantize,
+        check(vars[i].k->kq_gemm && vars[i].k->q8_quantize && vars[i].k->kq_packed_size &&
+                  vars[i].k->kq_row_group >= 1,
               nm("kq %s: table filled", vars[i].name), "missing pointers");
 }
 
 /* ---- data ---------------------------------------------------------------------------- */
-
-/* the byte offsets of a block's fp16 fields (kept finite and of sane size) */
-static int fp16_fields(uint32_t type, int off[2])
-{
-    switch (type) {
-    case GE_T_Q4_1: case GE_T_Q5_1: off[0] = 0, off[1] = 2; return 2;
-    case GE_T_Q2_K: off[0] = 80, off[1] = 82; return 2;
-    case GE_T_Q3_K: off[0] = 108; return 1;
-    case GE_T_Q4_K: case GE_T_Q5_K: off[0] = 0, off[1] = 2; return 2;
-    case GE_T_Q6_K: off[0] = 208; return 1;
-    default: off[0] = 0; return 1; /* Q4_0, Q5_0, IQ4_NL, IQ4_XS */
-    }
-}
-
-static uint8_t *make_weights(uint32_t type, int64_t rows, int64_t cols)
-{
-    const ge_dtype_info *ti = ge_dtype(type);
-    const size_t nblk = (size_t)(rows * (cols / ti->block)), n = nblk * ti->bytes;
-    uint8_t *w = xmalloc(n);
-    for (size_t i = 0; i < n; i++)
-        w[i] = (uint8_t)rnd();
-    for (size_t b = 0; b < nblk; b++) {
-        int off[2], nf = fp16_fields(type, off);
-        for (int f = 0; f < nf; f++) {
-            float v = (0.05f + (float)(rnd() % 1000) / 1000.0f) * 0.01f;
-            if (f == 1 && (type == GE_T_Q4_1 || type == GE_T_Q5_1) && rnd() % 2)
-                v = -v; /* Q4_1 / Q5_1 mins are signed */
-            if (rnd() % 64 == 0)
-                v = 0.0f;
-            uint16_t h = ge_fp32_to_fp16(v);
-            memcpy(w + b * ti->bytes + off[f], &h, 2);
-        }
-    }
-    return w;
-}
 
 static float *make_x(int64_t n_tok, int64_t cols)
 {
@@ -198,7 +165,11 @@ static void gemm_shape(uint32_t type, int64_t cols, int64_t rows, int64_t n_tok)
     const char *tn = ge_dtype(type)->name;
     const ge_dtype_info *ti = ge_dtype(type);
     const size_t row_bytes = (size_t)(cols / ti->block) * ti->bytes;
-    uint8_t *w = make_weights(type, rows, cols);
+    uint8_t *w = kq_random_weights(type, rows, cols);
+    if (!w) {
+        printf("FAIL: out of memory\n");
+        exit(1);
+    }
     float *x = make_x(n_tok, cols);
     ge_q8_act a;
     act_alloc(&a, n_tok, cols, ge_kq_span(type));
@@ -230,27 +201,54 @@ static void gemm_shape(uint32_t type, int64_t cols, int64_t rows, int64_t n_tok)
                                (long long)cols, (long long)rows),
           "relative error %.3g", worst_deq);
 
-    /* every tier, split into pieces, bit-identical; nothing outside the range written */
+    /* every tier, packed in pieces where it packs, split into pieces: bit-identical to the
+     * oracle; nothing outside the range written */
     for (int i = 0; i < n_vars; i++) {
+        const ge_kern *kk = vars[i].k;
+        const size_t psize = kk->kq_packed_size(type, rows, cols);
+        const int64_t grp = psize ? kk->kq_row_group : 1;
+        void *pmem = NULL;
+        const void *wp = w;
+        if (psize) {
+            pmem = xmalloc(psize + 68);
+            uint8_t *p = (uint8_t *)pmem + 4; /* off 64-byte alignment, as the engine may be */
+            memset(p + psize, 0xa5, 64);
+            const int64_t half = (rows / 2 + grp - 1) / grp * grp;
+            kk->kq_pack(type, w, rows, cols, p, half < rows ? half : 0, rows);
+            if (half < rows)
+                kk->kq_pack(type, w, rows, cols, p, 0, half);
+            int guard = 1;
+            for (int g = 0; g < 64; g++)
+                guard &= p[psize + g] == 0xa5;
+            check(guard, nm("kq %s %s %lldx%lld: packing stays in its size", tn, vars[i].name,
+                            (long long)cols, (long long)rows),
+                  "bytes past the end written");
+            wp = p;
+        }
         for (int64_t k = 0; k < n_tok * rows; k++)
             y[k] = NAN;
-        const int64_t tm = n_tok / 2, rm = rows / 3;
-        const ge_kern *kk = vars[i].k;
-        kk->kq_gemm(type, w, rows, cols, &a, 0, tm, 0, rm, y, rows);
-        kk->kq_gemm(type, w, rows, cols, &a, 0, tm, rm, rows, y, rows);
-        kk->kq_gemm(type, w, rows, cols, &a, tm, n_tok, 0, rows, y, rows);
+        const int64_t tm = n_tok / 2, rm = (rows / 3 + grp - 1) / grp * grp;
+        if (rm < rows) {
+            kk->kq_gemm(type, wp, rows, cols, &a, 0, tm, 0, rm, y, rows);
+            kk->kq_gemm(type, wp, rows, cols, &a, 0, tm, rm, rows, y, rows);
+        } else {
+            kk->kq_gemm(type, wp, rows, cols, &a, 0, tm, 0, rows, y, rows);
+        }
+        kk->kq_gemm(type, wp, rows, cols, &a, tm, n_tok, 0, rows, y, rows);
         int same = memcmp(y, ref, (size_t)(n_tok * rows) * sizeof *y) == 0;
         for (int64_t k = 0; k < n_tok * rows; k++)
             y[k] = NAN;
-        kk->kq_gemm(type, w, rows, cols, &a, 1, n_tok, 1, rows, y, rows);
+        const int64_t r1 = rows > grp ? grp : 0;
+        kk->kq_gemm(type, wp, rows, cols, &a, 1, n_tok, r1, rows, y, rows);
         int stray = isnan(y[0]);
         for (int64_t t = 1; t < n_tok && same; t++)
-            for (int64_t o = 1; o < rows; o++)
+            for (int64_t o = r1; o < rows; o++)
                 same &= memcmp(&y[t * rows + o], &ref[t * rows + o], sizeof *y) == 0;
         check(same && stray, nm("kq %s %s %lldx%lld, %lld tokens: bit-identical to scalar, "
                                 "any split", tn, vars[i].name, (long long)cols,
                                 (long long)rows, (long long)n_tok),
               "same %d, untouched %d", same, stray);
+        free(pmem);
     }
     free(w), free(x), free(ref), free(y), free(deq);
     act_free(&a);

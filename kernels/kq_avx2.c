@@ -1,0 +1,171 @@
+/* kq_avx2.c - the quantised-type GEMM, avx2 tier (AVX2 + FMA + F16C): Q4_K on 8-row groups
+ * (kq.h layout, G = 8); the other types through the scalar oracle on the file's rows.
+ *
+ * Per 4-value chunk one 32-byte load holds 8 rows x 4 code bytes; the low nibbles are
+ * sub-block 2p, the high nibbles sub-block 2p + 1. maddubs multiplies the unsigned codes
+ * (0..15) by the token's broadcast activation bytes: a pair is at most 2 * 15 * 127 = 3810,
+ * so the 8 chunks of a sub-block add up in int16 (<= 30480) before one madd with the row's
+ * scale widens them to int32 (the 4-bit codes leave this room; Q8_0's maddubs cannot). The
+ * mins term sum_j m_j * asum_j is one madd per two sub-blocks. Per super-block the exact
+ * integers go through kq.h's fp32 rule, so results are bit-identical to the scalar tier. */
+#include <immintrin.h>
+#include <string.h>
+
+#include "dtype.h"
+#include "kq.h"
+
+#define G 8
+#define NT 4  /* tokens per register tile */
+#define TB 64 /* tokens per cache block */
+#define SB GE_KQ_Q4K_BYTES(G)
+
+static inline int32_t ld32(const void *p)
+{
+    int32_t v;
+    memcpy(&v, p, 4);
+    return v;
+}
+
+/* 8 u8 of row-major plane bytes as int32 lanes, each lane's int16 halves both the value */
+static inline __m256i pair16(const uint8_t *p)
+{
+    __m256i v = _mm256_cvtepu8_epi32(_mm_loadl_epi64((const __m128i *)p));
+    return _mm256_or_si256(v, _mm256_slli_epi32(v, 16));
+}
+
+/* two sub-blocks' u8 plane values as int32 lanes: low half from p0, high half from p1 */
+static inline __m256i two16(const uint8_t *p0, const uint8_t *p1)
+{
+    __m256i a = _mm256_cvtepu8_epi32(_mm_loadl_epi64((const __m128i *)p0));
+    __m256i b = _mm256_cvtepu8_epi32(_mm_loadl_epi64((const __m128i *)p1));
+    return _mm256_or_si256(a, _mm256_slli_epi32(b, 16));
+}
+
+/* y rows [o, o + nrow) of tokens [t, t + n) over all super-blocks of one row group. */
+static inline __attribute__((always_inline)) void tile(const int n, const uint8_t *gp,
+                                                       int64_t nsb, const int8_t *a,
+                                                       int64_t lda, const float *da,
+                                                       const int32_t *asum, int64_t nb32,
+                                                       float *y, int64_t ldy, int nrow)
+{
+    const __m256i low = _mm256_set1_epi8(0x0f);
+    __m256 f[NT];
+#pragma GCC unroll 16
+    for (int i = 0; i < NT; i++)
+        f[i] = _mm256_setzero_ps();
+    for (int64_t s = 0; s < nsb; s++) {
+        const uint8_t *bp = gp + s * SB, *sc = bp + 128 * G, *mn = bp + 136 * G;
+        const int8_t *as = a + s * 256;
+        __m256i isum[NT];
+#pragma GCC unroll 16
+        for (int i = 0; i < NT; i++)
+            isum[i] = _mm256_setzero_si256();
+        for (int j = 0; j < 8; j++) {
+            const uint8_t *q = bp + (j / 2) * 32 * G;
+            __m256i acc[NT];
+#pragma GCC unroll 16
+            for (int i = 0; i < NT; i++)
+                acc[i] = _mm256_setzero_si256();
+#pragma GCC unroll 8
+            for (int c = 0; c < 8; c++) {
+                __m256i w = _mm256_loadu_si256((const __m256i *)(q + 4 * G * c));
+                __m256i x = _mm256_and_si256(j & 1 ? _mm256_srli_epi16(w, 4) : w, low);
+#pragma GCC unroll 16
+                for (int i = 0; i < NT; i++) {
+                    if (i >= n)
+                        break;
+                    __m256i av = _mm256_set1_epi32(ld32(as + i * lda + 32 * j + 4 * c));
+                    acc[i] = _mm256_add_epi16(acc[i], _mm256_maddubs_epi16(x, av));
+                }
+            }
+            const __m256i scale = pair16(sc + j * G);
+#pragma GCC unroll 16
+            for (int i = 0; i < NT; i++) {
+                if (i >= n)
+                    break;
+                isum[i] = _mm256_add_epi32(isum[i], _mm256_madd_epi16(acc[i], scale));
+            }
+        }
+        const __m256 d = _mm256_loadu_ps((const float *)(bp + 144 * G));
+        const __m256 dmin = _mm256_loadu_ps((const float *)(bp + 148 * G));
+        __m256i m2[4];
+        for (int q = 0; q < 4; q++)
+            m2[q] = two16(mn + 2 * q * G, mn + (2 * q + 1) * G);
+#pragma GCC unroll 16
+        for (int i = 0; i < NT; i++) {
+            if (i >= n)
+                break;
+            const int32_t *sm = asum + i * nb32 + s * 8;
+            __m256i msum = _mm256_setzero_si256();
+            for (int q = 0; q < 4; q++) /* (asum_2q, asum_2q+1) as int16 pairs: |.| <= 4064 */
+                msum = _mm256_add_epi32(
+                    msum, _mm256_madd_epi16(m2[q], _mm256_set1_epi32((int32_t)(
+                                                       ((uint32_t)sm[2 * q] & 0xffffu) |
+                                                       (uint32_t)sm[2 * q + 1] << 16))));
+            const __m256 vda = _mm256_set1_ps(da[i * nb32 + s * 8]);
+            const __m256 t1 = _mm256_mul_ps(_mm256_cvtepi32_ps(isum[i]), _mm256_mul_ps(d, vda));
+            const __m256 t2 =
+                _mm256_mul_ps(_mm256_cvtepi32_ps(msum), _mm256_mul_ps(dmin, vda));
+            f[i] = _mm256_add_ps(f[i], _mm256_sub_ps(t1, t2));
+        }
+    }
+#pragma GCC unroll 16
+    for (int i = 0; i < NT; i++) {
+        if (i >= n)
+            break;
+        if (nrow == G) {
+            _mm256_storeu_ps(y + i * ldy, f[i]);
+        } else {
+            float tmp[G];
+            _mm256_storeu_ps(tmp, f[i]);
+            memcpy(y + i * ldy, tmp, (size_t)nrow * sizeof(float));
+        }
+    }
+}
+
+static void gemm_q4k(const void *packed, int64_t cols, const ge_q8_act *act, int64_t t0,
+                     int64_t t1, int64_t r0, int64_t r1, float *y, int64_t ldy)
+{
+    const int64_t nsb = cols / GE_QK_K, nb32 = cols / 32;
+    const uint8_t *pk = packed;
+    for (int64_t tb = t0; tb < t1; tb += TB) {
+        const int64_t te = t1 - tb < TB ? t1 : tb + TB;
+        for (int64_t g = r0 / G; g * G < r1; g++) {
+            const uint8_t *gp = pk + g * nsb * SB;
+            const int nrow = r1 - g * G < G ? (int)(r1 - g * G) : G;
+            for (int64_t t = tb; t < te; t += NT) {
+                const int8_t *a = act->qs + t * cols;
+                const float *da = act->d + t * nb32;
+                const int32_t *as = act->sum + t * nb32;
+                float *yt = y + t * ldy + g * G;
+                switch (te - t < NT ? te - t : NT) {
+                case 1: tile(1, gp, nsb, a, cols, da, as, nb32, yt, ldy, nrow); break;
+                case 2: tile(2, gp, nsb, a, cols, da, as, nb32, yt, ldy, nrow); break;
+                case 3: tile(3, gp, nsb, a, cols, da, as, nb32, yt, ldy, nrow); break;
+                default: tile(4, gp, nsb, a, cols, da, as, nb32, yt, ldy, nrow); break;
+                }
+            }
+        }
+    }
+}
+
+size_t ge_kq_avx2_packed_size(uint32_t type, int64_t rows, int64_t cols)
+{
+    return ge_kq_packed_size_g(type, rows, cols, G);
+}
+
+void ge_kq_avx2_pack(uint32_t type, const void *src, int64_t rows, int64_t cols, void *dst,
+                     int64_t r0, int64_t r1)
+{
+    ge_kq_pack_g(type, src, rows, cols, dst, r0, r1, G);
+}
+
+void ge_kq_avx2_gemm(uint32_t type, const void *w, int64_t rows, int64_t cols,
+                     const ge_q8_act *act, int64_t t0, int64_t t1, int64_t r0, int64_t r1,
+                     float *y, int64_t ldy)
+{
+    if (type == GE_T_Q4_K)
+        gemm_q4k(w, cols, act, t0, t1, r0, r1, y, ldy);
+    else
+        ge_kq_scalar_gemm(type, w, rows, cols, act, t0, t1, r0, r1, y, ldy);
+}

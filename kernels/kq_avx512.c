@@ -1,0 +1,158 @@
+/* kq_avx512.c - the quantised-type GEMM, avx512 tier (AVX-512 F/BW/VL/DQ + AVX-512 VNNI):
+ * Q4_K on 16-row groups (kq.h layout, G = 16); the other types through the avx2 tier.
+ *
+ * Per 4-value chunk one 64-byte load holds 16 rows x 4 code bytes (low nibbles: sub-block
+ * 2p, high: 2p + 1); the unsigned codes are vpdpbusd's unsigned operand and the token's
+ * signed activation bytes, broadcast, the signed one, so no bias is needed. Each sub-block's
+ * exact int32 dot is scaled by the row's 6-bit scale with one vpmulld; the mins term
+ * sum_j m_j * asum_j is one vpdpwssd per two sub-blocks (int16 pairs). Per super-block the
+ * integers go through kq.h's fp32 rule: bit-identical to the scalar tier. */
+#include <immintrin.h>
+#include <string.h>
+
+#include "dtype.h"
+#include "kq.h"
+
+#define G 16
+#define NT 8  /* tokens per register tile */
+#define TB 64 /* tokens per cache block */
+#define SB GE_KQ_Q4K_BYTES(G)
+
+static inline int32_t ld32(const void *p)
+{
+    int32_t v;
+    memcpy(&v, p, 4);
+    return v;
+}
+
+/* 16 u8 plane values as int32 lanes */
+static inline __m512i u8x16(const uint8_t *p)
+{
+    return _mm512_cvtepu8_epi32(_mm_loadu_si128((const __m128i *)p));
+}
+
+static inline __attribute__((always_inline)) void tile(const int n, const uint8_t *gp,
+                                                       int64_t nsb, const int8_t *a,
+                                                       int64_t lda, const float *da,
+                                                       const int32_t *asum, int64_t nb32,
+                                                       float *y, int64_t ldy, __mmask16 m)
+{
+    const __m512i low = _mm512_set1_epi8(0x0f);
+    __m512 f[NT];
+#pragma GCC unroll 16
+    for (int i = 0; i < NT; i++)
+        f[i] = _mm512_setzero_ps();
+    for (int64_t s = 0; s < nsb; s++) {
+        const uint8_t *bp = gp + s * SB, *sc = bp + 128 * G, *mn = bp + 136 * G;
+        const int8_t *as = a + s * 256;
+        __m512i isum[NT];
+#pragma GCC unroll 16
+        for (int i = 0; i < NT; i++)
+            isum[i] = _mm512_setzero_si512();
+        for (int j = 0; j < 8; j++) {
+            const uint8_t *q = bp + (j / 2) * 32 * G;
+            __m512i acc[NT];
+#pragma GCC unroll 16
+            for (int i = 0; i < NT; i++)
+                acc[i] = _mm512_setzero_si512();
+#pragma GCC unroll 8
+            for (int c = 0; c < 8; c++) {
+                __m512i w = _mm512_loadu_si512(q + 4 * G * c);
+                __m512i x = _mm512_and_si512(j & 1 ? _mm512_srli_epi16(w, 4) : w, low);
+#pragma GCC unroll 16
+                for (int i = 0; i < NT; i++) {
+                    if (i >= n)
+                        break;
+                    __m512i av = _mm512_set1_epi32(ld32(as + i * lda + 32 * j + 4 * c));
+                    acc[i] = _mm512_dpbusd_epi32(acc[i], x, av);
+                }
+            }
+            const __m512i scale = u8x16(sc + j * G);
+#pragma GCC unroll 16
+            for (int i = 0; i < NT; i++) {
+                if (i >= n)
+                    break;
+                isum[i] = _mm512_add_epi32(isum[i], _mm512_mullo_epi32(acc[i], scale));
+            }
+        }
+        const __m512 d = _mm512_loadu_ps(bp + 144 * G), dmin = _mm512_loadu_ps(bp + 148 * G);
+        __m512i m2[4];
+        for (int q = 0; q < 4; q++) /* (m_2q, m_2q+1) as int16 pairs */
+            m2[q] = _mm512_or_si512(u8x16(mn + 2 * q * G),
+                                    _mm512_slli_epi32(u8x16(mn + (2 * q + 1) * G), 16));
+#pragma GCC unroll 16
+        for (int i = 0; i < NT; i++) {
+            if (i >= n)
+                break;
+            const int32_t *sm = asum + i * nb32 + s * 8;
+            __m512i msum = _mm512_setzero_si512();
+            for (int q = 0; q < 4; q++) /* (asum_2q, asum_2q+1) as int16 pairs: |.| <= 4064 */
+                msum = _mm512_dpwssd_epi32(
+                    msum, m2[q],
+                    _mm512_set1_epi32((int32_t)(((uint32_t)sm[2 * q] & 0xffffu) |
+                                                (uint32_t)sm[2 * q + 1] << 16)));
+            const __m512 vda = _mm512_set1_ps(da[i * nb32 + s * 8]);
+            const __m512 t1 = _mm512_mul_ps(_mm512_cvtepi32_ps(isum[i]), _mm512_mul_ps(d, vda));
+            const __m512 t2 = _mm512_mul_ps(_mm512_cvtepi32_ps(msum), _mm512_mul_ps(dmin, vda));
+            f[i] = _mm512_add_ps(f[i], _mm512_sub_ps(t1, t2));
+        }
+    }
+#pragma GCC unroll 16
+    for (int i = 0; i < NT; i++) {
+        if (i >= n)
+            break;
+        _mm512_mask_storeu_ps(y + i * ldy, m, f[i]);
+    }
+}
+
+static void gemm_q4k(const void *packed, int64_t cols, const ge_q8_act *act, int64_t t0,
+                     int64_t t1, int64_t r0, int64_t r1, float *y, int64_t ldy)
+{
+    const int64_t nsb = cols / GE_QK_K, nb32 = cols / 32;
+    const uint8_t *pk = packed;
+    for (int64_t tb = t0; tb < t1; tb += TB) {
+        const int64_t te = t1 - tb < TB ? t1 : tb + TB;
+        for (int64_t g = r0 / G; g * G < r1; g++) {
+            const uint8_t *gp = pk + g * nsb * SB;
+            const int nrow = r1 - g * G < G ? (int)(r1 - g * G) : G;
+            const __mmask16 m = (__mmask16)((1u << nrow) - 1);
+            for (int64_t t = tb; t < te; t += NT) {
+                const int8_t *a = act->qs + t * cols;
+                const float *da = act->d + t * nb32;
+                const int32_t *as = act->sum + t * nb32;
+                float *yt = y + t * ldy + g * G;
+                switch (te - t < NT ? te - t : NT) {
+                case 1: tile(1, gp, nsb, a, cols, da, as, nb32, yt, ldy, m); break;
+                case 2: tile(2, gp, nsb, a, cols, da, as, nb32, yt, ldy, m); break;
+                case 3: tile(3, gp, nsb, a, cols, da, as, nb32, yt, ldy, m); break;
+                case 4: tile(4, gp, nsb, a, cols, da, as, nb32, yt, ldy, m); break;
+                case 5: tile(5, gp, nsb, a, cols, da, as, nb32, yt, ldy, m); break;
+                case 6: tile(6, gp, nsb, a, cols, da, as, nb32, yt, ldy, m); break;
+                case 7: tile(7, gp, nsb, a, cols, da, as, nb32, yt, ldy, m); break;
+                default: tile(8, gp, nsb, a, cols, da, as, nb32, yt, ldy, m); break;
+                }
+            }
+        }
+    }
+}
+
+size_t ge_kq_avx512_packed_size(uint32_t type, int64_t rows, int64_t cols)
+{
+    return ge_kq_packed_size_g(type, rows, cols, G);
+}
+
+void ge_kq_avx512_pack(uint32_t type, const void *src, int64_t rows, int64_t cols, void *dst,
+                       int64_t r0, int64_t r1)
+{
+    ge_kq_pack_g(type, src, rows, cols, dst, r0, r1, G);
+}
+
+void ge_kq_avx512_gemm(uint32_t type, const void *w, int64_t rows, int64_t cols,
+                       const ge_q8_act *act, int64_t t0, int64_t t1, int64_t r0, int64_t r1,
+                       float *y, int64_t ldy)
+{
+    if (type == GE_T_Q4_K)
+        gemm_q4k(w, cols, act, t0, t1, r0, r1, y, ldy);
+    else
+        ge_kq_scalar_gemm(type, w, rows, cols, act, t0, t1, r0, r1, y, ldy);
+}
