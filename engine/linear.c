@@ -42,7 +42,8 @@ struct ge_packed_cache {
     pack_entry *v;
     size_t n, cap;
     ge_q8_act act; /* activation scratch, grown as needed */
-    size_t act_cap_q, act_cap_d;
+    size_t act_cap_q, act_cap_d, act_cap_16;
+    int32_t *sum16; /* act.sum16 when the span needs it */
 };
 
 static ge_packed_cache *cache_of(ge_model *m)
@@ -68,6 +69,7 @@ void ge_linear_cache_free(ge_model *m)
     free(c->act.qs);
     free(c->act.d);
     free(c->act.sum);
+    free(c->sum16);
     pthread_mutex_destroy(&c->mu);
     free(c);
     m->packed = NULL;
@@ -254,6 +256,8 @@ static void quant_task(void *ctx, int64_t i, int worker)
     const quant_job *q = ctx;
     int64_t t0 = i * TOKEN_BLOCK, t1 = t0 + TOKEN_BLOCK < q->n_tok ? t0 + TOKEN_BLOCK : q->n_tok;
     q->k->q8_quantize(q->x, q->ldx, t0, t1, q->act);
+    if (q->act->sum16)
+        ge_q8_sum16(q->act, t0, t1);
 }
 
 static ge_status quantize(ge_model *m, const ge_kern *k, const float *x, int n_tok,
@@ -276,11 +280,18 @@ static ge_status quantize(ge_model *m, const ge_kern *k, const float *x, int n_t
         c->act.sum = malloc(nd * sizeof *c->act.sum);
         c->act_cap_d = c->act.d && c->act.sum ? nd : 0;
     }
-    if (c->act_cap_q < nq || c->act_cap_d < nd)
+    const size_t n16 = span == GE_Q8_K_SPAN ? 2 * nd : 0;
+    if (n16 > c->act_cap_16) {
+        free(c->sum16);
+        c->sum16 = malloc(n16 * sizeof *c->sum16);
+        c->act_cap_16 = c->sum16 ? n16 : 0;
+    }
+    if (c->act_cap_q < nq || c->act_cap_d < nd || c->act_cap_16 < n16)
         return ge_fail(err, GE_E_NOMEM, "out of memory for %d quantised tokens", n_tok);
     c->act.n_tok = n_tok;
     c->act.cols = cols;
     c->act.span = span;
+    c->act.sum16 = n16 ? c->sum16 : NULL;
     c->act.clip = clip != NULL;
     c->act.lo = clip ? clip[0] : 0.0f;
     c->act.hi = clip ? clip[1] : 0.0f;

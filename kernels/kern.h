@@ -44,6 +44,8 @@ typedef struct {
     int8_t *qs;   /* [n_tok][cols] */
     float *d;     /* [n_tok][cols / 32] */
     int32_t *sum; /* [n_tok][cols / 32]: sum of the block's qs (for the +128 bias trick) */
+    int32_t *sum16; /* [n_tok][cols / 16]: sums of 16 qs, for span GE_Q8_K_SPAN (the kq
+                     * kernels' 16-value sub-blocks; ge_q8_sum16 fills it), else NULL */
     int64_t n_tok, cols;
     int span;     /* blocks per scale: 1 or GE_Q8_WIDE (the quantiser reads it) */
     bool clip;    /* quantise clamp(x) to [lo, hi] (the clamp kernel's rule: NaN passes) */
@@ -214,6 +216,8 @@ typedef struct ge_kern {
  * falling back to the best lower tier the family implements. */
 void ge_q8_fill(ge_kern *k, ge_tier tier);
 void ge_kq_fill(ge_kern *k, ge_tier tier);
+/* act->sum16 of token rows [t0, t1) from act->qs (after q8_quantize; plain C, exact). */
+void ge_q8_sum16(ge_q8_act *act, int64_t t0, int64_t t1);
 void ge_sgemm_fill(ge_kern *k, ge_tier tier);
 void ge_attn_fill(ge_kern *k, ge_tier tier);
 void ge_peak_fill(ge_kern *k, ge_tier tier);

@@ -42,6 +42,16 @@
  * packed form is the file's block rearranged (152 bytes per row and super-block against the
  * file's 144). */
 #define GE_KQ_Q4K_BYTES(G) ((int64_t)(G) * 152)
+/* Packed layout of Q6_K: the same row groups; super-block s of group g at byte
+ * (g * nsb + s) * GE_KQ_Q6K_BYTES(G), holding the unsigned codes u = c + 32 (0..63):
+ *   G*128 low-nibble bytes as Q4_K's codes (value 64p + 4c + j's low 4 bits in the low
+ *     nibble of byte ((p*8 + c)*G + r)*4 + j, value 64p + 32 + 4c + j's in the high one);
+ *   G*64 high-bit bytes: byte 128G + ((p*4 + c/2)*G + r)*4 + j holds the top 2 bits of those
+ *     two values at bits 4 (c % 2) (first value) and 4 (c % 2) + 2 (second), so one load
+ *     serves two chunks in the lanes of their low nibbles;
+ *   16*G int8 scales (16-value sub-block j of row r at 192G + j*G + r); G fp32 d.
+ * 212 bytes per row and super-block against the file's 210. */
+#define GE_KQ_Q6K_BYTES(G) ((int64_t)(G) * 212)
 
 #ifndef GE_KQ_H
 #define GE_KQ_H

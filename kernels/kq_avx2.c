@@ -1,13 +1,20 @@
-/* kq_avx2.c - the quantised-type GEMM, avx2 tier (AVX2 + FMA + F16C): Q4_K on 8-row groups
- * (kq.h layout, G = 8); the other types through the scalar oracle on the file's rows.
+/* kq_avx2.c - the quantised-type GEMM, avx2 tier (AVX2 + FMA + F16C): Q4_K and Q6_K on
+ * 8-row groups (kq.h layouts, G = 8); the other types through the scalar oracle on the
+ * file's rows.
  *
+ * Q4_K:
  * Per 4-value chunk one 32-byte load holds 8 rows x 4 code bytes; the low nibbles are
  * sub-block 2p, the high nibbles sub-block 2p + 1. maddubs multiplies the unsigned codes
  * (0..15) by the token's broadcast activation bytes: a pair is at most 2 * 15 * 127 = 3810,
  * so the 8 chunks of a sub-block add up in int16 (<= 30480) before one madd with the row's
  * scale widens them to int32 (the 4-bit codes leave this room; Q8_0's maddubs cannot). The
  * mins term sum_j m_j * asum_j is one madd per two sub-blocks. Per super-block the exact
- * integers go through kq.h's fp32 rule, so results are bit-identical to the scalar tier. */
+ * integers go through kq.h's fp32 rule, so results are bit-identical to the scalar tier.
+ *
+ * Q6_K: the 6-bit codes are rebuilt from the low-nibble and high-bit planes, made signed
+ * (c = u - 32, |c| <= 32) and multiplied as maddubs(|c|, sign(a, c)) (Q8_0's trick): a pair
+ * is at most 2 * 32 * 127 = 8128, so a 16-value sub-block's 4 chunks add up in int16
+ * (<= 32512) before one madd with the row's int8 scale. */
 #include <immintrin.h>
 #include <string.h>
 
@@ -123,27 +130,121 @@ static inline __attribute__((always_inline)) void tile(const int n, const uint8_
     }
 }
 
-static void gemm_q4k(const void *packed, int64_t cols, const ge_q8_act *act, int64_t t0,
-                     int64_t t1, int64_t r0, int64_t r1, float *y, int64_t ldy)
+/* Q6_K: y rows [o, o + nrow) of tokens [t, t + n) over all super-blocks of one row group. */
+static inline __attribute__((always_inline)) void tile6(const int n, const uint8_t *gp,
+                                                        int64_t nsb, const int8_t *a,
+                                                        int64_t lda, const float *da,
+                                                        int64_t nb32, float *y, int64_t ldy,
+                                                        int nrow)
+{
+    const __m256i low = _mm256_set1_epi8(0x0f), top = _mm256_set1_epi8(0x30);
+    const __m256i bias = _mm256_set1_epi8(32);
+    __m256 f[NT];
+#pragma GCC unroll 16
+    for (int i = 0; i < NT; i++)
+        f[i] = _mm256_setzero_ps();
+    for (int64_t s = 0; s < nsb; s++) {
+        const uint8_t *bp = gp + s * GE_KQ_Q6K_BYTES(G), *hb = bp + 128 * G;
+        const int8_t *sc = (const int8_t *)(bp + 192 * G);
+        const int8_t *as = a + s * 256;
+        __m256i isum[NT];
+#pragma GCC unroll 16
+        for (int i = 0; i < NT; i++)
+            isum[i] = _mm256_setzero_si256();
+        for (int j = 0; j < 16; j++) { /* sub-block j: unit p, half h (values +32), q */
+            const int p = j / 4, h = (j / 2) % 2, q = j % 2;
+            __m256i acc[NT];
+#pragma GCC unroll 16
+            for (int i = 0; i < NT; i++)
+                acc[i] = _mm256_setzero_si256();
+#pragma GCC unroll 4
+            for (int c = 4 * q; c < 4 * q + 4; c++) {
+                const __m256i l = _mm256_loadu_si256((const __m256i *)(bp + 4 * G * (8 * p + c)));
+                const __m256i hi = _mm256_loadu_si256(
+                    (const __m256i *)(hb + 4 * G * (4 * p + c / 2)));
+                /* the 2 high bits of this value sit at bit sh = 4 (c % 2) + 2 h: to bits 4-5 */
+                const int sh = 4 * (c % 2) + 2 * h;
+                const __m256i hb2 = sh <= 4 ? _mm256_slli_epi16(hi, 4 - sh)
+                                            : _mm256_srli_epi16(hi, sh - 4);
+                const __m256i u = _mm256_or_si256(
+                    _mm256_and_si256(h ? _mm256_srli_epi16(l, 4) : l, low),
+                    _mm256_and_si256(hb2, top));
+                const __m256i cv = _mm256_sub_epi8(u, bias), ac = _mm256_abs_epi8(cv);
+#pragma GCC unroll 16
+                for (int i = 0; i < NT; i++) {
+                    if (i >= n)
+                        break;
+                    const int off = 64 * p + 32 * h + 4 * c;
+                    __m256i av = _mm256_set1_epi32(ld32(as + i * lda + off));
+                    acc[i] = _mm256_add_epi16(acc[i],
+                                              _mm256_maddubs_epi16(ac, _mm256_sign_epi8(av, cv)));
+                }
+            }
+            __m256i sv = _mm256_cvtepi8_epi32(_mm_loadl_epi64((const __m128i *)(sc + j * G)));
+            sv = _mm256_or_si256(_mm256_and_si256(sv, _mm256_set1_epi32(0xffff)),
+                                 _mm256_slli_epi32(sv, 16));
+#pragma GCC unroll 16
+            for (int i = 0; i < NT; i++) {
+                if (i >= n)
+                    break;
+                isum[i] = _mm256_add_epi32(isum[i], _mm256_madd_epi16(acc[i], sv));
+            }
+        }
+        const __m256 d = _mm256_loadu_ps((const float *)(bp + 208 * G));
+#pragma GCC unroll 16
+        for (int i = 0; i < NT; i++) {
+            if (i >= n)
+                break;
+            const __m256 vda = _mm256_set1_ps(da[i * nb32 + s * 8]);
+            f[i] = _mm256_add_ps(f[i], _mm256_mul_ps(_mm256_cvtepi32_ps(isum[i]),
+                                                     _mm256_mul_ps(d, vda)));
+        }
+    }
+#pragma GCC unroll 16
+    for (int i = 0; i < NT; i++) {
+        if (i >= n)
+            break;
+        if (nrow == G) {
+            _mm256_storeu_ps(y + i * ldy, f[i]);
+        } else {
+            float tmp[G];
+            _mm256_storeu_ps(tmp, f[i]);
+            memcpy(y + i * ldy, tmp, (size_t)nrow * sizeof(float));
+        }
+    }
+}
+
+static void gemm_packed(uint32_t type, const void *packed, int64_t cols, const ge_q8_act *act,
+                        int64_t t0, int64_t t1, int64_t r0, int64_t r1, float *y, int64_t ldy)
 {
     const int64_t nsb = cols / GE_QK_K, nb32 = cols / 32;
+    const int64_t sbb = type == GE_T_Q4_K ? SB : GE_KQ_Q6K_BYTES(G);
     const uint8_t *pk = packed;
     for (int64_t tb = t0; tb < t1; tb += TB) {
         const int64_t te = t1 - tb < TB ? t1 : tb + TB;
         for (int64_t g = r0 / G; g * G < r1; g++) {
-            const uint8_t *gp = pk + g * nsb * SB;
+            const uint8_t *gp = pk + g * nsb * sbb;
             const int nrow = r1 - g * G < G ? (int)(r1 - g * G) : G;
             for (int64_t t = tb; t < te; t += NT) {
                 const int8_t *a = act->qs + t * cols;
                 const float *da = act->d + t * nb32;
                 const int32_t *as = act->sum + t * nb32;
                 float *yt = y + t * ldy + g * G;
-                switch (te - t < NT ? te - t : NT) {
-                case 1: tile(1, gp, nsb, a, cols, da, as, nb32, yt, ldy, nrow); break;
-                case 2: tile(2, gp, nsb, a, cols, da, as, nb32, yt, ldy, nrow); break;
-                case 3: tile(3, gp, nsb, a, cols, da, as, nb32, yt, ldy, nrow); break;
-                default: tile(4, gp, nsb, a, cols, da, as, nb32, yt, ldy, nrow); break;
-                }
+                const int64_t n = te - t < NT ? te - t : NT;
+                if (type == GE_T_Q6_K)
+                    switch (n) {
+                    case 1: tile6(1, gp, nsb, a, cols, da, nb32, yt, ldy, nrow); break;
+                    case 2: tile6(2, gp, nsb, a, cols, da, nb32, yt, ldy, nrow); break;
+                    case 3: tile6(3, gp, nsb, a, cols, da, nb32, yt, ldy, nrow); break;
+                    default: tile6(4, gp, nsb, a, cols, da, nb32, yt, ldy, nrow); break;
+                    }
+                else
+                    switch (n) {
+                    case 1: tile(1, gp, nsb, a, cols, da, as, nb32, yt, ldy, nrow); break;
+                    case 2: tile(2, gp, nsb, a, cols, da, as, nb32, yt, ldy, nrow); break;
+                    case 3: tile(3, gp, nsb, a, cols, da, as, nb32, yt, ldy, nrow); break;
+                    default: tile(4, gp, nsb, a, cols, da, as, nb32, yt, ldy, nrow); break;
+                    }
             }
         }
     }
@@ -164,8 +265,8 @@ void ge_kq_avx2_gemm(uint32_t type, const void *w, int64_t rows, int64_t cols,
                      const ge_q8_act *act, int64_t t0, int64_t t1, int64_t r0, int64_t r1,
                      float *y, int64_t ldy)
 {
-    if (type == GE_T_Q4_K)
-        gemm_q4k(w, cols, act, t0, t1, r0, r1, y, ldy);
+    if (type == GE_T_Q4_K || type == GE_T_Q6_K)
+        gemm_packed(type, w, cols, act, t0, t1, r0, r1, y, ldy);
     else
         ge_kq_scalar_gemm(type, w, rows, cols, act, t0, t1, r0, r1, y, ldy);
 }

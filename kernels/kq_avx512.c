@@ -1,12 +1,18 @@
 /* kq_avx512.c - the quantised-type GEMM, avx512 tier (AVX-512 F/BW/VL/DQ + AVX-512 VNNI):
- * Q4_K on 16-row groups (kq.h layout, G = 16); the other types through the avx2 tier.
+ * Q4_K and Q6_K on 16-row groups (kq.h layouts, G = 16); the other types through the scalar
+ * oracle on the file's rows.
  *
+ * Q4_K:
  * Per 4-value chunk one 64-byte load holds 16 rows x 4 code bytes (low nibbles: sub-block
  * 2p, high: 2p + 1); the unsigned codes are vpdpbusd's unsigned operand and the token's
  * signed activation bytes, broadcast, the signed one, so no bias is needed. Each sub-block's
  * exact int32 dot is scaled by the row's 6-bit scale with one vpmulld; the mins term
  * sum_j m_j * asum_j is one vpdpwssd per two sub-blocks (int16 pairs). Per super-block the
- * integers go through kq.h's fp32 rule: bit-identical to the scalar tier. */
+ * integers go through kq.h's fp32 rule: bit-identical to the scalar tier.
+ *
+ * Q6_K: the unsigned 6-bit codes u = c + 32, rebuilt from the two planes, go to vpdpbusd as
+ * they are; each 16-value sub-block's int32 sum starts from -32 * act->sum16 (cancelling
+ * the bias exactly), then one vpmulld by the row's int8 scale. */
 #include <immintrin.h>
 #include <string.h>
 
@@ -105,15 +111,91 @@ static inline __attribute__((always_inline)) void tile(const int n, const uint8_
     }
 }
 
-static void gemm_q4k(const void *packed, int64_t cols, const ge_q8_act *act, int64_t t0,
-                     int64_t t1, int64_t r0, int64_t r1, float *y, int64_t ldy)
+/* Q6_K: rows of one row group (mask m) for tokens [t, t + n) over all super-blocks */
+static inline __attribute__((always_inline)) void tile6(const int n, const uint8_t *gp,
+                                                        int64_t nsb, const int8_t *a,
+                                                        int64_t lda, const float *da,
+                                                        const int32_t *s16, int64_t nb32,
+                                                        float *y, int64_t ldy, __mmask16 m)
+{
+    const __m512i low = _mm512_set1_epi8(0x0f), top = _mm512_set1_epi8(0x30);
+    __m512 f[NT];
+#pragma GCC unroll 16
+    for (int i = 0; i < NT; i++)
+        f[i] = _mm512_setzero_ps();
+    for (int64_t s = 0; s < nsb; s++) {
+        const uint8_t *bp = gp + s * GE_KQ_Q6K_BYTES(G), *hb = bp + 128 * G;
+        const int8_t *sc = (const int8_t *)(bp + 192 * G);
+        const int8_t *as = a + s * 256;
+        __m512i isum[NT];
+#pragma GCC unroll 16
+        for (int i = 0; i < NT; i++)
+            isum[i] = _mm512_setzero_si512();
+        for (int j = 0; j < 16; j++) { /* sub-block j: unit p, half h (values +32), q */
+            const int p = j / 4, h = (j / 2) % 2, q = j % 2;
+            __m512i acc[NT];
+#pragma GCC unroll 16
+            for (int i = 0; i < NT; i++) {
+                if (i >= n)
+                    break;
+                acc[i] = _mm512_set1_epi32(-32 * s16[i * 2 * nb32 + s * 16 + j]);
+            }
+#pragma GCC unroll 4
+            for (int c = 4 * q; c < 4 * q + 4; c++) {
+                const __m512i l = _mm512_loadu_si512(bp + 4 * G * (8 * p + c));
+                const __m512i hi = _mm512_loadu_si512(hb + 4 * G * (4 * p + c / 2));
+                /* the 2 high bits of this value sit at bit sh = 4 (c % 2) + 2 h: to bits 4-5 */
+                const int sh = 4 * (c % 2) + 2 * h;
+                const __m512i hb2 = sh <= 4 ? _mm512_slli_epi16(hi, 4 - sh)
+                                            : _mm512_srli_epi16(hi, sh - 4);
+                const __m512i u = _mm512_ternarylogic_epi32(
+                    _mm512_and_si512(h ? _mm512_srli_epi16(l, 4) : l, low), hb2, top,
+                    0xf8); /* a | (b & c) */
+#pragma GCC unroll 16
+                for (int i = 0; i < NT; i++) {
+                    if (i >= n)
+                        break;
+                    const int off = 64 * p + 32 * h + 4 * c;
+                    acc[i] = _mm512_dpbusd_epi32(acc[i], u,
+                                                 _mm512_set1_epi32(ld32(as + i * lda + off)));
+                }
+            }
+            const __m512i sv = _mm512_cvtepi8_epi32(_mm_loadu_si128((const __m128i *)(sc + j * G)));
+#pragma GCC unroll 16
+            for (int i = 0; i < NT; i++) {
+                if (i >= n)
+                    break;
+                isum[i] = _mm512_add_epi32(isum[i], _mm512_mullo_epi32(acc[i], sv));
+            }
+        }
+        const __m512 d = _mm512_loadu_ps(bp + 208 * G);
+#pragma GCC unroll 16
+        for (int i = 0; i < NT; i++) {
+            if (i >= n)
+                break;
+            const __m512 vda = _mm512_set1_ps(da[i * nb32 + s * 8]);
+            f[i] = _mm512_add_ps(f[i], _mm512_mul_ps(_mm512_cvtepi32_ps(isum[i]),
+                                                     _mm512_mul_ps(d, vda)));
+        }
+    }
+#pragma GCC unroll 16
+    for (int i = 0; i < NT; i++) {
+        if (i >= n)
+            break;
+        _mm512_mask_storeu_ps(y + i * ldy, m, f[i]);
+    }
+}
+
+static void gemm_packed(uint32_t type, const void *packed, int64_t cols, const ge_q8_act *act,
+                        int64_t t0, int64_t t1, int64_t r0, int64_t r1, float *y, int64_t ldy)
 {
     const int64_t nsb = cols / GE_QK_K, nb32 = cols / 32;
+    const int64_t sbb = type == GE_T_Q4_K ? SB : GE_KQ_Q6K_BYTES(G);
     const uint8_t *pk = packed;
     for (int64_t tb = t0; tb < t1; tb += TB) {
         const int64_t te = t1 - tb < TB ? t1 : tb + TB;
         for (int64_t g = r0 / G; g * G < r1; g++) {
-            const uint8_t *gp = pk + g * nsb * SB;
+            const uint8_t *gp = pk + g * nsb * sbb;
             const int nrow = r1 - g * G < G ? (int)(r1 - g * G) : G;
             const __mmask16 m = (__mmask16)((1u << nrow) - 1);
             for (int64_t t = tb; t < te; t += NT) {
@@ -121,6 +203,20 @@ static void gemm_q4k(const void *packed, int64_t cols, const ge_q8_act *act, int
                 const float *da = act->d + t * nb32;
                 const int32_t *as = act->sum + t * nb32;
                 float *yt = y + t * ldy + g * G;
+                if (type == GE_T_Q6_K) {
+                    const int32_t *s16 = act->sum16 + t * 2 * nb32;
+                    switch (te - t < NT ? te - t : NT) {
+                    case 1: tile6(1, gp, nsb, a, cols, da, s16, nb32, yt, ldy, m); break;
+                    case 2: tile6(2, gp, nsb, a, cols, da, s16, nb32, yt, ldy, m); break;
+                    case 3: tile6(3, gp, nsb, a, cols, da, s16, nb32, yt, ldy, m); break;
+                    case 4: tile6(4, gp, nsb, a, cols, da, s16, nb32, yt, ldy, m); break;
+                    case 5: tile6(5, gp, nsb, a, cols, da, s16, nb32, yt, ldy, m); break;
+                    case 6: tile6(6, gp, nsb, a, cols, da, s16, nb32, yt, ldy, m); break;
+                    case 7: tile6(7, gp, nsb, a, cols, da, s16, nb32, yt, ldy, m); break;
+                    default: tile6(8, gp, nsb, a, cols, da, s16, nb32, yt, ldy, m); break;
+                    }
+                    continue;
+                }
                 switch (te - t < NT ? te - t : NT) {
                 case 1: tile(1, gp, nsb, a, cols, da, as, nb32, yt, ldy, m); break;
                 case 2: tile(2, gp, nsb, a, cols, da, as, nb32, yt, ldy, m); break;
@@ -151,8 +247,8 @@ void ge_kq_avx512_gemm(uint32_t type, const void *w, int64_t rows, int64_t cols,
                        const ge_q8_act *act, int64_t t0, int64_t t1, int64_t r0, int64_t r1,
                        float *y, int64_t ldy)
 {
-    if (type == GE_T_Q4_K)
-        gemm_q4k(w, cols, act, t0, t1, r0, r1, y, ldy);
+    if (type == GE_T_Q4_K || type == GE_T_Q6_K)
+        gemm_packed(type, w, cols, act, t0, t1, r0, r1, y, ldy);
     else
         ge_kq_scalar_gemm(type, w, rows, cols, act, t0, t1, r0, r1, y, ldy);
 }

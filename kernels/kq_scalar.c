@@ -22,11 +22,15 @@ int ge_kq_span(uint32_t type)
 
 /* ---- packing (all tiers) ------------------------------------------------------------- */
 
+/* bytes of one packed super-block of G rows, 0 for a type without a packed layout */
+static int64_t sb_bytes(uint32_t type, int64_t G)
+{
+    return type == GE_T_Q4_K ? GE_KQ_Q4K_BYTES(G) : type == GE_T_Q6_K ? GE_KQ_Q6K_BYTES(G) : 0;
+}
+
 size_t ge_kq_packed_size_g(uint32_t type, int64_t rows, int64_t cols, int group)
 {
-    if (type != GE_T_Q4_K)
-        return 0;
-    return (size_t)((rows + group - 1) / group * (cols / GE_QK_K) * GE_KQ_Q4K_BYTES(group));
+    return (size_t)((rows + group - 1) / group * (cols / GE_QK_K) * sb_bytes(type, group));
 }
 
 size_t ge_kq_scalar_packed_size(uint32_t type, int64_t rows, int64_t cols)
@@ -37,38 +41,64 @@ size_t ge_kq_scalar_packed_size(uint32_t type, int64_t rows, int64_t cols)
 
 static void put_f32(uint8_t *p, float v) { memcpy(p, &v, 4); }
 
+/* One row's super-block into its lanes of the group block bp (kq.h layouts), from the
+ * decoded codes: u = c (Q4_K) or c + 32 (Q6_K), unsigned. */
+static void pack_row(uint32_t type, const ge_block_codes *k, uint8_t *bp, int64_t G, int64_t r)
+{
+    const int bias = type == GE_T_Q6_K ? 32 : 0;
+    for (int p = 0; p < 4; p++)
+        for (int c = 0; c < 8; c++)
+            for (int j = 0; j < 4; j++) {
+                const int ua = k->c[64 * p + 4 * c + j] + bias;
+                const int ub = k->c[64 * p + 32 + 4 * c + j] + bias;
+                bp[((p * 8 + c) * G + r) * 4 + j] = (uint8_t)((ua & 15) | (ub & 15) << 4);
+                if (type == GE_T_Q6_K) /* the high 2 bits: bits 4 (c % 2) .. of a byte */
+                    bp[128 * G + ((p * 4 + c / 2) * G + r) * 4 + j] |=
+                        (uint8_t)(((ua >> 4) | (ub >> 4) << 2) << (4 * (c % 2)));
+            }
+    if (type == GE_T_Q4_K) {
+        for (int j = 0; j < 8; j++) {
+            bp[128 * G + j * G + r] = (uint8_t)k->s[j];
+            bp[136 * G + j * G + r] = (uint8_t)k->m[j];
+        }
+        put_f32(bp + 144 * G + 4 * r, k->d);
+        put_f32(bp + 148 * G + 4 * r, k->dmin);
+    } else {
+        for (int j = 0; j < 16; j++)
+            bp[192 * G + j * G + r] = (uint8_t)(int8_t)k->s[j];
+        put_f32(bp + 208 * G + 4 * r, k->d);
+    }
+}
+
 void ge_kq_pack_g(uint32_t type, const void *src, int64_t rows, int64_t cols, void *dst,
                   int64_t r0, int64_t r1, int group)
 {
     const ge_dtype_info *ti = ge_dtype(type);
-    const int64_t nsb = cols / GE_QK_K, G = group;
+    const int64_t nsb = cols / GE_QK_K, G = group, sbb = sb_bytes(type, G);
     const size_t row_bytes = (size_t)nsb * ti->bytes;
     for (int64_t g = r0 / G; g * G < r1; g++) {
-        uint8_t *gp = (uint8_t *)dst + g * nsb * GE_KQ_Q4K_BYTES(G);
-        for (int64_t s = 0; s < nsb; s++) {
-            uint8_t *bp = gp + s * GE_KQ_Q4K_BYTES(G);
-            for (int64_t r = 0; r < G; r++) {
-                const int64_t row = g * G + r;
-                const uint8_t *blk =
-                    row < rows ? (const uint8_t *)src + (size_t)row * row_bytes + s * ti->bytes
-                               : NULL;
-                ge_block_codes k = {0};
-                if (blk)
-                    ge_block_decode(type, blk, &k);
-                for (int p = 0; p < 4; p++)
-                    for (int c = 0; c < 8; c++)
-                        for (int j = 0; j < 4; j++)
-                            bp[((p * 8 + c) * G + r) * 4 + j] =
-                                blk ? blk[16 + 32 * p + 4 * c + j] : 0;
-                for (int j = 0; j < 8; j++) {
-                    bp[128 * G + j * G + r] = (uint8_t)k.s[j];
-                    bp[136 * G + j * G + r] = (uint8_t)k.m[j];
-                }
-                put_f32(bp + 144 * G + 4 * r, k.d);
-                put_f32(bp + 148 * G + 4 * r, k.dmin);
+        uint8_t *gp = (uint8_t *)dst + g * nsb * sbb;
+        memset(gp, 0, (size_t)(nsb * sbb)); /* padding rows stay zero; hi bits are or-ed */
+        for (int64_t s = 0; s < nsb; s++)
+            for (int64_t r = 0; r < G && g * G + r < rows; r++) {
+                ge_block_codes k;
+                ge_block_decode(type, (const uint8_t *)src + (size_t)(g * G + r) * row_bytes +
+                                          (size_t)s * ti->bytes, &k);
+                pack_row(type, &k, gp + s * sbb, G, r);
             }
-        }
     }
+}
+
+void ge_q8_sum16(ge_q8_act *act, int64_t t0, int64_t t1)
+{
+    for (int64_t t = t0; t < t1; t++)
+        for (int64_t b = 0; b < act->cols / 16; b++) {
+            const int8_t *q = act->qs + t * act->cols + 16 * b;
+            int32_t s = 0;
+            for (int i = 0; i < 16; i++)
+                s += q[i];
+            act->sum16[t * (act->cols / 16) + b] = s;
+        }
 }
 
 /* ---- GEMM ---------------------------------------------------------------------------- */

@@ -92,18 +92,24 @@ static double bench_gemm(const ge_kern *k, int64_t cols, int64_t rows, int64_t n
     float *x = malloc((size_t)(n_tok * cols) * sizeof *x);
     for (int64_t i = 0; i < n_tok * cols; i++)
         x[i] = (float)((int)(rnd() % 2001) - 1000) * 1e-3f;
-    ge_q8_act a = {malloc((size_t)(n_tok * cols)), malloc((size_t)(n_tok * nb) * 4),
-                   malloc((size_t)(n_tok * nb) * 4), n_tok, cols,
-                   wtype != GE_T_Q8_0 ? ge_kq_span(wtype) : wide ? GE_Q8_WIDE : 1, false,
-                   0.0f, 0.0f};
+    ge_q8_act a = {.qs = malloc((size_t)(n_tok * cols)),
+                   .d = malloc((size_t)(n_tok * nb) * 4),
+                   .sum = malloc((size_t)(n_tok * nb) * 4),
+                   .n_tok = n_tok,
+                   .cols = cols,
+                   .span = wtype != GE_T_Q8_0 ? ge_kq_span(wtype) : wide ? GE_Q8_WIDE : 1};
     k->q8_quantize(x, cols, 0, n_tok, &a);
+    if (a.span == GE_Q8_K_SPAN) {
+        a.sum16 = malloc((size_t)(n_tok * nb) * 8);
+        ge_q8_sum16(&a, 0, n_tok);
+    }
     float *y = alloc((size_t)(n_tok * rows) * sizeof *y); /* rows * 4 % 64 == 0: rows aligned */
 
     gemm_job j = {k, pk, &a, rows, cols, n_tok, y};
     const bench_stats st = bench_time(run_gemm, &j, 0.002, BENCH_SAMPLES);
     if (pk != kw)
         free(pk);
-    free(w), free(kw), free(x), free(a.qs), free(a.d), free(a.sum), free(y);
+    free(w), free(kw), free(x), free(a.qs), free(a.d), free(a.sum), free(a.sum16), free(y);
     return (double)rows * cols * n_tok / st.med * 1e-9;
 }
 

@@ -96,8 +96,18 @@ static void act_alloc(ge_q8_act *a, int64_t n_tok, int64_t cols, int span)
     a->qs = xmalloc((size_t)(n_tok * cols));
     a->d = xmalloc((size_t)(n_tok * (cols / 32)) * sizeof(float));
     a->sum = xmalloc((size_t)(n_tok * (cols / 32)) * sizeof(int32_t));
+    if (span == GE_Q8_K_SPAN)
+        a->sum16 = xmalloc((size_t)(n_tok * (cols / 16)) * sizeof(int32_t));
 }
-static void act_free(ge_q8_act *a) { free(a->qs), free(a->d), free(a->sum); }
+static void act_free(ge_q8_act *a) { free(a->qs), free(a->d), free(a->sum), free(a->sum16); }
+
+/* quantise with the oracle, then the sums of 16 where the span has them */
+static void quantize(const float *x, int64_t ldx, ge_q8_act *a)
+{
+    oracle->q8_quantize(x, ldx, 0, a->n_tok, a);
+    if (a->sum16)
+        ge_q8_sum16(a, 0, a->n_tok);
+}
 
 /* ---- quantiser at span 8 ------------------------------------------------------------- */
 
@@ -124,6 +134,14 @@ static void test_quantize_span8(void)
         }
     check(span_ok, "kq scalar quantise span 8: one scale, max |x| / 127, per 256 values",
           "mismatch");
+    ge_q8_sum16(&ref, 0, n_tok);
+    int sums_ok = 1;
+    for (int64_t i = 0; i < n_tok * nb; i++)
+        sums_ok &= ref.sum16[2 * i] + ref.sum16[2 * i + 1] == ref.sum[i];
+    int32_t s5 = 0;
+    for (int i = 0; i < 16; i++)
+        s5 += ref.qs[5 * 16 + i];
+    check(sums_ok && ref.sum16[5] == s5, "kq sums of 16: halves of the sums of 32", "mismatch");
     for (int i = 0; i < n_vars; i++) {
         memset(got.qs, 0x5a, (size_t)(n_tok * cols));
         vars[i].k->q8_quantize(x, ldx, 0, 9, &got);
@@ -173,7 +191,7 @@ static void gemm_shape(uint32_t type, int64_t cols, int64_t rows, int64_t n_tok)
     float *x = make_x(n_tok, cols);
     ge_q8_act a;
     act_alloc(&a, n_tok, cols, ge_kq_span(type));
-    oracle->q8_quantize(x, cols, 0, n_tok, &a);
+    quantize(x, cols, &a);
     float *ref = xmalloc((size_t)(n_tok * rows) * sizeof *ref);
     float *y = xmalloc((size_t)(n_tok * rows) * sizeof *y);
     float *deq = xmalloc((size_t)cols * sizeof *deq);
