@@ -577,6 +577,243 @@ def _():
     return (False, "; ".join(bad)) if bad else None
 
 
+# ================================================================== tools/mkmodel
+MK = os.path.join(ROOT, "tools", "mkmodel")
+FTYPE = {"q4_0": 2, "q4_1": 3, "q5_0": 8, "q5_1": 9, "q2_k": 10, "q3_k": 11, "q4_k": 14,
+         "q5_k": 16, "q6_k": 18, "iq4_nl": 25, "iq4_xs": 30, "q3_k_m": 12, "q4_k_m": 15,
+         "q5_k_m": 17, "f32": 0, "q8_0": 7}
+PLAIN = {"q4_0": "Q4_0", "q4_1": "Q4_1", "q5_0": "Q5_0", "q5_1": "Q5_1", "q2_k": "Q2_K",
+         "q3_k": "Q3_K", "q4_k": "Q4_K", "q5_k": "Q5_K", "q6_k": "Q6_K",
+         "iq4_nl": "IQ4_NL", "iq4_xs": "IQ4_XS"}
+
+
+def mk(*args):
+    p = subprocess.run([PY, MK] + list(args), stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    return p.returncode, p.stdout.decode(), p.stderr.decode()
+
+
+def plan(*args):
+    rc, out, err = mk(*(list(args) + ["--seed", "1", "--plan"]))
+    if rc != 0:
+        raise RuntimeError("mkmodel %s: exit %d: %s" % (" ".join(args), rc, err[-300:]))
+    rows = {}
+    for line in out.splitlines():
+        name, t, ne = line.split()
+        rows[name] = (t, [int(v) for v in ne.split("x")])
+    return rows
+
+
+def layer(name):
+    return int(name.split(".")[1]) if name.startswith("blk.") else -1
+
+
+def expected_mix(mix, name, ne, n_layer):
+    """The rule list of issue 15 / llama-quantize, written out independently of mkmodel."""
+    if len(ne) == 1:
+        return "F32"
+    if name == "per_layer_model_proj.weight":
+        return "BF16"
+    base = {"q4_k_m": "Q4_K", "q5_k_m": "Q5_K", "q3_k_m": "Q3_K", "q6_k": "Q6_K"}[mix]
+    if name == "output.weight":
+        return "Q6_K"
+    i = layer(name)
+    more = i < n_layer // 8 or i >= 7 * n_layer // 8 or (i - n_layer // 8) % 3 == 2
+    kind = name.split(".")[2] if i >= 0 else ""
+    if mix in ("q4_k_m", "q5_k_m") and kind in ("attn_v", "ffn_down"):
+        return "Q6_K" if more else base
+    if mix == "q3_k_m":
+        if kind == "attn_v":
+            return "Q5_K" if i < 2 else "Q4_K"
+        if kind == "ffn_down":
+            return "Q5_K" if i < n_layer // 16 else "Q4_K"
+        if kind == "attn_output":
+            return "Q4_K"
+    return base
+
+
+@check("mkmodel mixes: the real preset's 24 layers get llama-quantize's types")
+def _():
+    bad = []
+    plans = {}
+    for mix in ("q4_k_m", "q5_k_m", "q3_k_m", "q6_k"):
+        rows = plans[mix] = plan("--preset", "real", "--type", mix)
+        if len(rows) != 3 + 17 * 24 + 2:
+            bad.append("%s: %d tensors" % (mix, len(rows)))
+        for name, (t, ne) in rows.items():
+            want = expected_mix(mix, name, ne, 24)
+            if t != want:
+                bad.append("%s %s: %s, want %s" % (mix, name, t, want))
+    more = [i for i in range(24) if plans["q4_k_m"]["blk.%d.attn_v.weight" % i][0] == "Q6_K"]
+    if more != [0, 1, 2, 5, 8, 11, 14, 17, 20, 21, 22, 23]:
+        bad.append("q4_k_m Q6_K attn_v layers %s" % more)
+    return (False, "; ".join(bad[:8])) if bad else None
+
+
+@check("mkmodel mixes: small preset (2 layers) and tiny preset (llama-quantize's fallbacks)")
+def _():
+    bad = []
+    for mix in ("q4_k_m", "q5_k_m", "q3_k_m", "q6_k"):
+        for name, (t, ne) in plan("--preset", "small", "--type", mix).items():
+            if t != expected_mix(mix, name, ne, 2):
+                bad.append("small %s %s: %s" % (mix, name, t))
+    # tiny: rows 64 (32 for ffn_down) wide: Q4_K -> Q5_0, Q5_K -> Q5_1, Q3_K -> Q4_0,
+    # Q6_K -> Q8_0; output.weight straight to Q8_0
+    fb = {"Q4_K": "Q5_0", "Q5_K": "Q5_1", "Q3_K": "Q4_0", "Q6_K": "Q8_0"}
+    for mix in ("q4_k_m", "q5_k_m", "q3_k_m", "q6_k"):
+        for name, (t, ne) in plan("--preset", "tiny", "--type", mix).items():
+            want = expected_mix(mix, name, ne, 4)
+            want = "Q8_0" if name == "output.weight" else fb.get(want, want)
+            if t != want:
+                bad.append("tiny %s %s: %s want %s" % (mix, name, t, want))
+    # mmproj: the mix's default type on every matrix, with the fallback
+    rows = plan("--mmproj", "both", "--preset", "tiny", "--type", "q4_k_m")
+    types = {t for t, ne in rows.values() if len(ne) >= 2}
+    if types != {"Q5_0", "F32"}:
+        bad.append("tiny mmproj q4_k_m types %s" % sorted(types))
+    rows = plan("--mmproj", "both", "--preset", "small", "--type", "q3_k_m")
+    if {t for t, ne in rows.values() if len(ne) >= 2} != {"Q3_K", "F32"}:
+        bad.append("small mmproj q3_k_m")
+    return (False, "; ".join(bad[:8])) if bad else None
+
+
+@check("mkmodel: small and real presets: every quantised row (text, vision, audio) a "
+       "multiple of 256")
+def _():
+    bad = []
+    for args in (["--preset", "small"], ["--mmproj", "both", "--preset", "small"],
+                 ["--preset", "real"], ["--mmproj", "both", "--preset", "real"]):
+        rows = plan(*(args + ["--type", "q4_k"]))
+        for name, (t, ne) in rows.items():
+            if t == "Q4_K" and ne[0] % 256:
+                bad.append("%s %s" % (name, ne))
+            if len(ne) >= 2 and t not in ("Q4_K", "F32", "BF16"):
+                bad.append("%s %s" % (name, t))
+        n = sum(t == "Q4_K" for t, _ in rows.values())
+        if n < 10:
+            bad.append("%s: only %d Q4_K tensors" % (" ".join(args), n))
+    small = plan("--preset", "small", "--type", "f32")
+    if small["blk.1.attn_output.weight"][1] != [512, 256] or \
+            small["blk.0.attn_k.weight"][1] != [256, 128]:
+        bad.append("small attention shapes")
+    return (False, "; ".join(bad[:8])) if bad else None
+
+
+@check("mkmodel: a plain block type on rows it cannot hold is exit 2 naming the tensor "
+       "and --preset small")
+def _():
+    bad = []
+    for args in (["--preset", "tiny", "--type", "q4_k"],
+                 ["--mmproj", "vision", "--preset", "tiny", "--type", "iq4_xs"],
+                 ["--preset", "tiny", "--type", "q8_0", "--type-map", "output.weight=q4_k"]):
+        out = os.path.join(TMP, "bad.gguf")
+        rc, so, err = mk(*(args + ["--seed", "1", "-o", out]))
+        if rc != 2 or "--preset small" not in err or "weight" not in err or \
+                os.path.exists(out):
+            bad.append("%s: exit %d, %r" % (" ".join(args), rc, err[-200:]))
+    # small rows take every type (and a 1-D match is ignored)
+    rc, so, err = mk("--preset", "small", "--type", "q8_0", "--type-map",
+                     "token_embd.weight=q3_k,blk.0.attn_q_norm.weight=q8_0", "--type-map",
+                     "output.weight=q2_k,per_layer_model_proj.weight=q5_k", "--seed", "1",
+                     "--plan")
+    if rc != 0:
+        bad.append("small type-map: exit %d %s" % (rc, err[-200:]))
+    return (False, "; ".join(bad)) if bad else None
+
+
+@check("mkmodel --type-map: fnmatch and re: patterns, last match wins, 1-D tensors stay "
+       "F32, mixes fall back, bad maps are usage errors")
+def _():
+    bad = []
+    rows = plan("--preset", "small", "--type", "q4_k", "--type-map",
+                "blk.*.attn_v.weight=q8_0,re:ffn_(up|gate)=q5_k", "--type-map",
+                "blk.1.attn_v.weight=f16,blk.0.*=q6_k")
+    want = {"blk.0.attn_v.weight": "Q6_K", "blk.1.attn_v.weight": "F16",
+            "blk.1.ffn_up.weight": "Q5_K", "blk.1.ffn_gate.weight": "Q5_K",
+            "blk.0.ffn_up.weight": "Q6_K", "blk.1.ffn_down.weight": "Q4_K",
+            "blk.0.attn_norm.weight": "F32", "blk.0.layer_output_scale.weight": "F32",
+            "token_embd.weight": "Q4_K", "per_layer_model_proj.weight": "BF16"}
+    for name, t in want.items():
+        if rows[name][0] != t:
+            bad.append("%s: %s want %s" % (name, rows[name][0], t))
+    rows = plan("--preset", "tiny", "--type", "q4_k_m", "--type-map",
+                "token_embd.weight=q6_k,output.weight=iq4_xs,blk.0.proj.weight=bf16")
+    for name, t in (("token_embd.weight", "Q8_0"), ("output.weight", "IQ4_NL"),
+                    ("blk.0.proj.weight", "BF16")):
+        if rows[name][0] != t:
+            bad.append("tiny mix %s: %s want %s" % (name, rows[name][0], t))
+    for m in ("nonsense", "=q4_k", "x=q9_9", "re:(=q4_k", "a=q4_k_m"):
+        rc, _, err = mk("--preset", "small", "--type", "q4_k", "--type-map", m,
+                        "--seed", "1", "--plan")
+        if rc != 2 or "type-map" not in err:
+            bad.append("%r: exit %d %s" % (m, rc, err[-100:]))
+    return (False, "; ".join(bad)) if bad else None
+
+
+SMALL = {}
+
+
+def small_file(typ):
+    if typ not in SMALL:
+        out = os.path.join(TMP, "small-%s.gguf" % typ)
+        rc, so, err = mk("--preset", "small", "--type", typ, "--seed", "1", "-o", out)
+        if rc != 0 or so or err:
+            raise RuntimeError("mkmodel small %s: exit %d %s" % (typ, rc, err[-300:]))
+        SMALL[typ] = out
+    return SMALL[typ]
+
+
+@check("mkmodel small files of every type and mix: general.file_type, the planned tensor "
+       "types, matrices read back by gguf.py close to the f32 file's, deterministic")
+def _():
+    bad = []
+    ref = G.GGUFFile(small_file("f32"))
+    names = ["token_embd.weight", "blk.1.attn_v.weight", "blk.1.attn_output.weight",
+             "blk.0.ffn_down.weight", "output.weight"]
+    w32 = {n: ref.tensor(n) for n in names}
+    for typ in list(PLAIN) + ["q4_k_m", "q5_k_m", "q3_k_m", "q8_0"]:
+        g = G.GGUFFile(small_file(typ))
+        if g.get("general.file_type") != FTYPE[typ]:
+            bad.append("%s: file_type %r" % (typ, g.get("general.file_type")))
+        rows = plan("--preset", "small", "--type", typ)
+        got = {n: g.tensors[n].type_name for n in g.tensor_order}
+        if got != {n: t for n, (t, _) in rows.items()}:
+            bad.append("%s: tensor types differ from --plan" % typ)
+        for n in names:
+            t = g.tensors[n].type
+            e = rel_rms(w32[n], g.tensor(n))
+            if e > RMS_BOUND.get(t, 0.01) * 1.25:
+                bad.append("%s %s (%s): rel RMS %.4f" % (typ, n, NAME[t], e))
+        if typ in PLAIN and {NAME[g.tensors[n].type] for n in g.tensor_order
+                             if len(g.tensors[n].dims) >= 2} != {PLAIN[typ], "BF16"}:
+            bad.append("%s: matrix types" % typ)
+    again = os.path.join(TMP, "again.gguf")
+    mk("--preset", "small", "--type", "q4_k_m", "--seed", "1", "-o", again)
+    with open(again, "rb") as f1, open(small_file("q4_k_m"), "rb") as f2:
+        if f1.read() != f2.read():
+            bad.append("q4_k_m: two runs differ")
+    return (False, "; ".join(bad[:8])) if bad else None
+
+
+@check("mkmodel --mmproj both --preset small --type q4_k: the vision and audio references "
+       "read it")
+def _():
+    sys.path.insert(0, os.path.join(ROOT, "tools", "ref"))
+    from vision import VisionTower
+    from audio_tower import AudioTower
+    out = os.path.join(TMP, "small-mm.gguf")
+    rc, so, err = mk("--mmproj", "both", "--preset", "small", "--type", "q4_k", "--seed", "1",
+                     "-o", out)
+    if rc != 0:
+        return False, err[-300:]
+    g = G.GGUFFile(out)
+    v, a = VisionTower(g), AudioTower(g)
+    types = {g.tensors[n].type_name for n in g.tensor_order}
+    if types != {"Q4_K", "F32"} or v.n_embd != 256 or a.n_embd != 256:
+        return False, "types %s, widths %d %d" % (sorted(types), v.n_embd, a.n_embd)
+    w = g.tensor("a.blk.1.conv_pw1.weight")
+    return None if w.shape == (512, 256) and np.isfinite(w).all() else (False, str(w.shape))
+
+
 if __name__ == "__main__":
     shutil.rmtree(TMP, ignore_errors=True)
     finish("test_quant_ref")

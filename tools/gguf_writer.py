@@ -231,6 +231,21 @@ def _pack_bit_planes(bits, nplanes):
     return out
 
 
+def _rowsum(a, b=None):
+    """Row sums of float32 a (or a*b) by a fixed pairwise tree of float32 element-wise
+    adds, as float64: the same bits on every machine. (numpy's float reductions and
+    einsum may add in an order that depends on the CPU's SIMD width, which could flip a
+    near-tie between two candidate scales and so change the file. Sums of small
+    integer codes are exact in any order and use plain np.sum.)"""
+    a = a if b is None else a * b
+    while a.shape[1] > 1:
+        if a.shape[1] % 2:
+            a = np.concatenate([a[:, :-1:2] + a[:, 1::2], a[:, -1:]], axis=1)
+        else:
+            a = a[:, 0::2] + a[:, 1::2]
+    return a[:, 0].astype(np.float64)
+
+
 def _rint(v):
     """Round half to even (ggml's nearest_int) as int32."""
     return np.rint(v).astype(np.int32)
@@ -328,8 +343,8 @@ def _affine_fit(xs, nmax):
     xs = xs.astype(np.float32)
     lo = np.minimum(xs.min(axis=1), 0)
     rng = xs.max(axis=1) - lo
-    sx = xs.sum(axis=1, dtype=np.float64)
-    sxx = np.einsum("ij,ij->i", xs, xs, dtype=np.float64)
+    sx = _rowsum(xs)
+    sxx = _rowsum(xs, xs)
     best_s = (rng / nmax).astype(np.float64)
     best_m = lo.astype(np.float64)
     best_err = np.full(n, np.inf)
@@ -338,9 +353,9 @@ def _affine_fit(xs, nmax):
         with np.errstate(divide="ignore", invalid="ignore"):
             isc = np.where(rng > 0, np.float32(nmax + delta) / rng, 0).astype(np.float32)
         L = np.clip(np.rint(xc * isc[:, None]), 0, nmax)
-        sl = L.sum(axis=1, dtype=np.float64)
-        sll = np.einsum("ij,ij->i", L, L, dtype=np.float64)
-        sxl = np.einsum("ij,ij->i", L, xs, dtype=np.float64)
+        sl = L.sum(axis=1, dtype=np.float64)           # integers: exact
+        sll = (L * L).sum(axis=1, dtype=np.float64)
+        sxl = _rowsum(L, xs)
         D = bs * sll - sl * sl
         with np.errstate(divide="ignore", invalid="ignore"):
             s = (bs * sxl - sx * sl) / D
@@ -367,8 +382,8 @@ def _sym_fit_int(xs, nmax):
     for delta in _SYM_DELTAS:
         isc = (np.float32(-(nmax + delta)) * _safe_inv(ext)).astype(np.float32)
         L = np.clip(np.rint(xs * isc[:, None]), -nmax, nmax - 1)
-        sll = np.einsum("ij,ij->i", L, L, dtype=np.float64)
-        sxl = np.einsum("ij,ij->i", L, xs, dtype=np.float64)
+        sll = (L * L).sum(axis=1, dtype=np.float64)     # integers: exact
+        sxl = _rowsum(L, xs)
         with np.errstate(divide="ignore", invalid="ignore"):
             score = np.where(sll > 0, sxl * sxl / sll, 0.0)
             s = np.where(sll > 0, sxl / sll, 0.0)
@@ -396,8 +411,8 @@ def _sym_fit_iq4(xs):
     for target in (-127.0, -123.0, -119.0, -131.0, 113.0, 117.0):
         isc = (np.float32(target) * inv_ext).astype(np.float32)
         v = IQ4_NL_VALUES[_iq4_nearest(xs * isc[:, None])]
-        svv = np.einsum("ij,ij->i", v, v, dtype=np.float64)
-        sxv = np.einsum("ij,ij->i", v, xs, dtype=np.float64)
+        svv = (v * v).sum(axis=1, dtype=np.float64)     # integers: exact
+        sxv = _rowsum(v, xs)
         score = sxv * sxv / svv
         ok = score > best_score
         best_s = np.where(ok, sxv / svv, best_s)
