@@ -33,6 +33,8 @@ import subprocess
 import sys
 import tempfile
 
+from importlib.machinery import SourceFileLoader
+
 import numpy as np
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -540,7 +542,8 @@ for _t in NEW_TYPES:
 DUMP = os.path.join(ROOT, "tools", "ref", "dequant_dump.py")
 
 
-@check("dequant_dump.py: .f64 / .f32 / .npy / text outputs equal gguf.dequantize")
+@check("dequant_dump.py: .f32 of every type, .f64 / .npy / text of two, equal "
+       "gguf.dequantize")
 def _():
     bad = []
     for t in BLOCK_TYPES:
@@ -549,7 +552,8 @@ def _():
         src = os.path.join(TMP, "in-%s.bin" % name)
         raw.tofile(src)
         ref = G.dequantize(raw.reshape(-1), t, 3 * blk)
-        for ext in ("f64", "f32", "npy", "txt"):
+        for ext in ("f64", "f32", "npy", "txt") if t in (G.GGML_Q4_K, G.GGML_IQ4_XS) \
+                else ("f32",):
             out = os.path.join(TMP, "out-%s.%s" % (name, ext))
             p = subprocess.run([PY, DUMP, name.lower(), src, out], stdout=subprocess.PIPE,
                                stderr=subprocess.PIPE)
@@ -592,7 +596,16 @@ def mk(*args):
     return p.returncode, p.stdout.decode(), p.stderr.decode()
 
 
-def plan(*args):
+MKMOD = SourceFileLoader("mkmodel", MK).load_module()
+
+
+def plan(*args, cli=False):
+    """{name: (type name, ggml shape)} of mkmodel ARGS: in this process (token_embd with
+    1000 rows: no vocabulary is built), or with cli through `tools/mkmodel ... --plan`."""
+    if not cli:
+        a = MKMOD.parse_args(list(args) + ["--seed", "1", "--plan"])
+        _, p = MKMOD.build_plan(a, vocab_size=1000)
+        return {name: (gw.TYPE_NAMES[t], list(ne)) for name, ne, t, _ in p}
     rc, out, err = mk(*(list(args) + ["--seed", "1", "--plan"]))
     if rc != 0:
         raise RuntimeError("mkmodel %s: exit %d: %s" % (" ".join(args), rc, err[-300:]))
@@ -636,7 +649,7 @@ def _():
     bad = []
     plans = {}
     for mix in ("q4_k_m", "q5_k_m", "q3_k_m", "q6_k"):
-        rows = plans[mix] = plan("--preset", "real", "--type", mix)
+        rows = plans[mix] = plan("--preset", "real", "--type", mix, cli=mix == "q4_k_m")
         if len(rows) != 3 + 17 * 24 + 2:
             bad.append("%s: %d tensors" % (mix, len(rows)))
         for name, (t, ne) in rows.items():
