@@ -2,7 +2,7 @@
 """Compare the gemmaembed binary with the NumPy reference goldens.
 
 usage: tests/golden_check.py BINARY [EXTRA_ARGS...]
-       tests/golden_check.py --quant DIR BINARY [EXTRA_ARGS...]
+       tests/golden_check.py --quant DIR [--only TYPE,...] BINARY [EXTRA_ARGS...]
 
 EXTRA_ARGS are passed to every run of BINARY (e.g. a CPU tier or thread
 switch). For each tiny model (golden/manifest.json, models in testdata/):
@@ -30,7 +30,8 @@ embedding run (cosine >= 0.999 against the float64 reference on the same
 dequantised weights, unit norm); small-mmproj-q4_k runs its image and audio
 records (clip from tools/ref/mkaudio into DIR) with the small Q4_K mmproj at
 --image-tokens 70. A model the binary cannot load is a FAIL naming it (with
-the binary's stderr): nothing is skipped.
+the binary's stderr): nothing is skipped. --only q4_k,q6_k,mmproj keeps those
+entries (small-q4_k, small-q6_k, small-mmproj-q4_k), for work on one type.
 
 Prints "PASS: name" or "FAIL: name: detail" per check and a closing
 "N passed, N failed"; exits 1 on any failure (including a missing binary,
@@ -278,8 +279,9 @@ def quant_media(tag, m, dirpath, base, tmp):
     return total
 
 
-def quant_main(dirpath, binary, extra):
-    """--quant DIR: the block-type goldens (see the module docstring)."""
+def quant_main(dirpath, binary, extra, only=None):
+    """--quant DIR: the block-type goldens (see the module docstring); only: the
+    --only list of types ("mmproj" for the multimodal entry) or None."""
     if os.sep not in binary:
         binary = os.path.join(".", binary)
     binary = os.path.abspath(binary)
@@ -293,6 +295,14 @@ def quant_main(dirpath, binary, extra):
         finish()
     entries = sorted((n for n, m in manifest.items() if m.get("set") == "quant"),
                      key=lambda n: ("mmproj" in manifest[n], n))
+    if only is not None:
+        want = {"small-" + t for t in only}
+        unknown = {t for t in only if "small-" + t not in entries} - {"mmproj"}
+        if unknown:
+            report("--only", False, "no quant golden for %s (have: %s)" % (
+                ", ".join(sorted(unknown)), " ".join(e[len("small-"):] for e in entries)))
+        entries = [e for e in entries if e in want or ("mmproj" in only and
+                                                       "mmproj" in manifest[e])]
     report("quant goldens in the manifest (%d)" % len(entries), len(entries) > 0, "none")
     dirpath = os.path.abspath(dirpath)
     os.makedirs(dirpath, exist_ok=True)
@@ -309,10 +319,14 @@ def quant_main(dirpath, binary, extra):
 
 def main(argv):
     if len(argv) > 1 and argv[1] == "--quant":
-        if len(argv) < 4:
-            report("arguments", False, "usage: golden_check.py --quant DIR BINARY [EXTRA...]")
+        rest, only = argv[3:], None
+        if rest[:1] == ["--only"] and len(rest) > 1:
+            only, rest = [t for t in rest[1].split(",") if t], rest[2:]
+        if len(argv) < 4 or not rest:
+            report("arguments", False, "usage: golden_check.py --quant DIR [--only TYPE,...] "
+                   "BINARY [EXTRA...]")
             finish()
-        quant_main(argv[2], argv[3], argv[4:])
+        quant_main(argv[2], rest[0], rest[1:], only)
     if len(argv) < 2:
         print("usage: golden_check.py BINARY [EXTRA_ARGS...]",
               file=sys.stderr)
