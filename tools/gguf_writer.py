@@ -2,8 +2,10 @@
 
 Written for gemmaembed from the GGUF format description (little-endian, v3).
 Only what the model generator needs: typed metadata, tensor infos with
-aligned offsets, streamed tensor data, and the F32 / F16 / BF16 / Q8_0
-encoders (Q8_0 and BF16 follow ggml's reference rounding rules).
+aligned offsets, streamed tensor data, and the encoders of F32 / F16 / BF16 /
+Q8_0 (Q8_0 and BF16 follow ggml's reference rounding rules) and of the block
+types Q4_0 Q4_1 Q5_0 Q5_1 Q2_K Q3_K Q4_K Q5_K Q6_K IQ4_NL IQ4_XS ("block
+quantisers" below; tools/ref/gguf.py holds their layouts and decoders).
 
 Usage:
     w = GGUFWriter()
