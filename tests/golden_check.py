@@ -2,6 +2,7 @@
 """Compare the gemmaembed binary with the NumPy reference goldens.
 
 usage: tests/golden_check.py BINARY [EXTRA_ARGS...]
+       tests/golden_check.py --quant DIR [--only TYPE,...] BINARY [EXTRA_ARGS...]
 
 EXTRA_ARGS are passed to every run of BINARY (e.g. a CPU tier or thread
 switch). For each tiny model (golden/manifest.json, models in testdata/):
@@ -18,6 +19,19 @@ Input records are {"id": name, "text": ..., "prompt": NAME (if any)}; the
 records "cjk" and "emoji" are written with \\u escapes (surrogate pairs),
 all others as raw UTF-8. The environment variable GOLDEN_MODELS_DIR, if
 set, replaces testdata/ as the folder holding the model files.
+
+--quant DIR checks the block-type goldens instead (issue 15: every
+manifest entry with "set": "quant", made by tools/ref/mkgolden --only
+quant): the small-preset models of each type and mix are generated into
+DIR with the manifest's mkmodel commands (kept if their sha256 already
+matches) and must have the manifest's sha256 (else generator drift: nothing
+is compared); then per model one --tokenize run (ids exact) and one
+embedding run (cosine >= 0.999 against the float64 reference on the same
+dequantised weights, unit norm); small-mmproj-q4_k runs its image and audio
+records (clip from tools/ref/mkaudio into DIR) with the small Q4_K mmproj at
+--image-tokens 70. A model the binary cannot load is a FAIL naming it (with
+the binary's stderr): nothing is skipped. --only q4_k,q6_k,mmproj keeps those
+entries (small-q4_k, small-q6_k, small-mmproj-q4_k), for work on one type.
 
 Prints "PASS: name" or "FAIL: name: detail" per check and a closing
 "N passed, N failed"; exits 1 on any failure (including a missing binary,
@@ -67,11 +81,11 @@ def write_input(path, records, with_prompt=True):
             f.write(json.dumps(o, ensure_ascii=r["name"] in ESCAPED) + "\n")
 
 
-def run(cmd):
+def run(cmd, cwd=None):
     """Run the binary; returns (dict id -> record, error string or None)."""
     try:
         p = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                           timeout=TIMEOUT, stdin=subprocess.DEVNULL)
+                           timeout=TIMEOUT, stdin=subprocess.DEVNULL, cwd=cwd)
     except (OSError, subprocess.TimeoutExpired) as e:
         return None, "%s: %s" % (type(e).__name__, e)
     if p.returncode != 0:
@@ -162,7 +176,157 @@ def check_embeddings(tag, records, out, dim, gate):
     return compared
 
 
+QUANT_GATE = 0.999
+
+
+def quant_file(tag, dirpath, cmd, path, want):
+    """Make `path` with mkmodel command `cmd` ("{QUANT}" = dirpath) unless it is there
+    with the wanted sha256; report whether it has it. Returns the path or None."""
+    if not (os.path.exists(path) and sha256(path) == want):
+        argv = cmd.replace("{QUANT}", dirpath).split()
+        try:
+            p = subprocess.run([sys.executable, os.path.join(ROOT, argv[0])] + argv[1:],
+                               cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                               timeout=TIMEOUT)
+            err = p.stderr.decode("utf-8", "replace").strip()[-300:] if p.returncode \
+                else None
+        except (OSError, subprocess.TimeoutExpired) as e:
+            err = str(e)
+        if err:
+            report("%s: %s" % (tag, cmd), False, err)
+            return None
+    digest = sha256(path)
+    import numpy
+    report("%s: %s has the manifest's sha256" % (tag, os.path.basename(path)),
+           digest == want, "%s, the golden was made from %s: the generator (tools/mkmodel, "
+           "tools/gguf_writer.py) or numpy (%s here) changed; regenerate with "
+           "tools/ref/mkgolden --only quant" % (digest, want, numpy.__version__))
+    return path if digest == want else None
+
+
+def quant_records(tag, m):
+    gpath = os.path.join(GOLDEN, m["golden"])
+    try:
+        records = [json.loads(l) for l in open(gpath, encoding="utf-8") if l.strip()]
+    except (OSError, ValueError) as e:
+        report(tag + " golden file", False, str(e))
+        return None
+    if len(records) != m["records"] or not records:
+        report(tag + " golden file", False, "%d records, manifest says %d"
+               % (len(records), m["records"]))
+        return None
+    return records
+
+
+def quant_text(tag, m, dirpath, base, tmp):
+    records = quant_records(tag, m)
+    path = quant_file(tag, dirpath, m["mkmodel"], m["model"].replace("{QUANT}", dirpath),
+                      m["sha256"])
+    if records is None or path is None:
+        return 0
+    inp = os.path.join(tmp, tag + ".jsonl")
+    write_input(inp, records)
+    total = 0
+    out, err = run(base + ["-m", path, "--tokenize", inp])
+    if err:
+        report(tag + " --tokenize run", False, err)
+    else:
+        total += check_tokens(tag, records, out)
+    out, err = run(base + ["-m", path, inp])
+    if err:
+        report(tag + " run (%s)" % " ".join(m.get("tensor_types", [])), False, err)
+    else:
+        total += check_embeddings(tag, records, out, None, QUANT_GATE)
+    return total
+
+
+def quant_media(tag, m, dirpath, base, tmp):
+    records = quant_records(tag, m)
+    text = quant_file(tag, dirpath, m["mkmodel"][0], m["model"].replace("{QUANT}", dirpath),
+                      m["model_sha256"])
+    mm = quant_file(tag, dirpath, m["mkmodel"][1], m["mmproj"].replace("{QUANT}", dirpath),
+                    m["mmproj_sha256"])
+    clip_dir = os.path.join(dirpath, "audio")
+    os.makedirs(clip_dir, exist_ok=True)
+    p = subprocess.run([sys.executable, os.path.join(ROOT, "tools", "ref", "mkaudio"),
+                        clip_dir] + sorted(m["clips"]), stdout=subprocess.PIPE,
+                       stderr=subprocess.PIPE)
+    bad = [] if p.returncode == 0 else ["mkaudio: %s" % p.stderr.decode()[-200:]]
+    for rel, want in sorted(m["images"].items()) + [
+            (os.path.join(clip_dir, c), h) for c, h in sorted(m["clips"].items())]:
+        path = os.path.join(ROOT, rel)
+        if not os.path.exists(path) or sha256(path) != want:
+            bad.append("%s missing or not the golden's (sha256 %s)" % (rel, want))
+    report(tag + ": images and clips have the manifest's sha256", not bad, "; ".join(bad))
+    if records is None or text is None or mm is None or bad:
+        return 0
+    inp = os.path.join(tmp, tag + ".jsonl")
+    with open(inp, "w", encoding="utf-8") as f:
+        for r in records:
+            f.write(r["input"].replace("{AUDIO}/", clip_dir + "/") + "\n")
+    cmd = base + ["-m", text, "--mmproj", mm, "--image-tokens", str(m["image_tokens"])]
+    total = 0
+    out, err = run(cmd + ["--tokenize", inp], cwd=ROOT)
+    if err:
+        report(tag + " --tokenize run", False, err)
+    else:
+        total += check_tokens(tag, records, out)
+    out, err = run(cmd + [inp], cwd=ROOT)
+    if err:
+        report(tag + " run", False, err)
+    else:
+        total += check_embeddings(tag, records, out, None, QUANT_GATE)
+    return total
+
+
+def quant_main(dirpath, binary, extra, only=None):
+    """--quant DIR: the block-type goldens (see the module docstring); only: the
+    --only list of types ("mmproj" for the multimodal entry) or None."""
+    if os.sep not in binary:
+        binary = os.path.join(".", binary)
+    binary = os.path.abspath(binary)
+    if not (os.path.isfile(binary) and os.access(binary, os.X_OK)):
+        report("binary", False, "%s missing or not executable" % binary)
+        finish()
+    try:
+        manifest = json.load(open(os.path.join(GOLDEN, "manifest.json")))
+    except (OSError, ValueError) as e:
+        report("golden manifest", False, str(e))
+        finish()
+    entries = sorted((n for n, m in manifest.items() if m.get("set") == "quant"),
+                     key=lambda n: ("mmproj" in manifest[n], n))
+    if only is not None:
+        want = {"small-" + t for t in only}
+        unknown = {t for t in only if "small-" + t not in entries} - {"mmproj"}
+        if unknown:
+            report("--only", False, "no quant golden for %s (have: %s)" % (
+                ", ".join(sorted(unknown)), " ".join(e[len("small-"):] for e in entries)))
+        entries = [e for e in entries if e in want or ("mmproj" in only and
+                                                       "mmproj" in manifest[e])]
+    report("quant goldens in the manifest (%d)" % len(entries), len(entries) > 0, "none")
+    dirpath = os.path.abspath(dirpath)
+    os.makedirs(dirpath, exist_ok=True)
+    tmp = tempfile.mkdtemp(prefix="golden_check_quant.")
+    total = 0
+    base = [binary] + extra
+    for name in entries:
+        m = manifest[name]
+        total += (quant_media if "mmproj" in m else quant_text)(name, m, dirpath, base, tmp)
+    shutil.rmtree(tmp, ignore_errors=True)
+    report("records compared", total > 0, "zero records compared")
+    finish()
+
+
 def main(argv):
+    if len(argv) > 1 and argv[1] == "--quant":
+        rest, only = argv[3:], None
+        if rest[:1] == ["--only"] and len(rest) > 1:
+            only, rest = [t for t in rest[1].split(",") if t], rest[2:]
+        if len(argv) < 4 or not rest:
+            report("arguments", False, "usage: golden_check.py --quant DIR [--only TYPE,...] "
+                   "BINARY [EXTRA...]")
+            finish()
+        quant_main(argv[2], rest[0], rest[1:], only)
     if len(argv) < 2:
         print("usage: golden_check.py BINARY [EXTRA_ARGS...]",
               file=sys.stderr)

@@ -2,12 +2,53 @@
 """Small independent GGUF v2/v3 reader for the NumPy reference.
 
 Reads all metadata value types (including arrays), the tensor table and
-general.alignment, and exposes tensor data through a numpy memmap. Dequantises
-F32 (ggml type 0), F16 (1), Q8_0 (8) and BF16 (30) to float64.
+general.alignment, and exposes tensor data through a numpy memmap.
+Dequantises to float64: F32 (ggml type 0), F16 (1), Q4_0 (2), Q4_1 (3),
+Q5_0 (6), Q5_1 (7), Q8_0 (8), Q2_K (10), Q3_K (11), Q4_K (12), Q5_K (13),
+Q6_K (14), IQ4_NL (20), IQ4_XS (23) and BF16 (30).
 
 Shape convention: ggml dims are {ne0, ne1, ...} with ne0 the fastest-varying
 (the "in" dimension of a matrix). The numpy arrays returned here have the
 reversed shape (..., ne1, ne0), i.e. (out, in) for a matrix.
+
+What the dequantisers compute
+-----------------------------
+Written from ggml's block layouts (ggml-common.h) and the meaning of each
+field, not from its code. Every value is computed in float64 from the
+float64 value of each fp16 field (d, dmin, m) and the integer codes:
+
+  Q4_0    y = d * (q - 8)                 q 4-bit
+  Q4_1    y = d * q + m                   q 4-bit
+  Q5_0    y = d * (q - 16)                q 5-bit (4 low bits + 1 bit of qh)
+  Q5_1    y = d * q + m                   q 5-bit
+  Q8_0    y = d * q                       q int8
+  Q2_K    y = (d * sc) * q - (dmin * mn)  per 16: sc, mn 4-bit; q 2-bit
+  Q3_K    y = (d * (sc - 32)) * q         per 16: sc 6-bit; q = 2 low bits
+                                          - 4 unless the hmask bit is set
+  Q4_K    y = (d * sc) * q - (dmin * mn)  per 32: sc, mn 6-bit; q 4-bit
+  Q5_K    y = (d * sc) * q - (dmin * mn)  per 32: sc, mn 6-bit; q 5-bit
+  Q6_K    y = (d * sc) * (q - 32)         per 16: sc int8; q 6-bit
+  IQ4_NL  y = d * T[q]                    q 4-bit index into T below
+  IQ4_XS  y = (d * (ls - 32)) * T[q]      per 32: ls 6-bit; q 4-bit index
+
+with T = IQ4_NL_VALUES = (-127 -104 -83 -65 -49 -35 -22 -10 1 13 25 38 53
+69 89 113). The bit packing of each type is spelled out in its
+_dq_* function below.
+
+These float64 values are exact: every product above is of an fp16 value
+(11 significant bits) and integers of at most 8 + 6 bits, and every sum
+of two such exact products spans fewer than 53 bits (fp16 values are
+multiples of 2^-24 below 2^16). ggml dequantises in fp32 (Q4_K: d1 = d*sc
+and m1 = dmin*m are fp32 products, then y = d1*q - m1 in fp32; Q6_K:
+y = d*sc*q). In fp32 each of those products is still exact (at most 24
+significant bits: 11 + 5 + 7 for IQ4_XS and Q6_K, fewer elsewhere), so
+ggml's only rounding is the final add/subtract of the types with a min
+(Q4_1, Q5_1, Q2_K, Q4_K, Q5_K); the other types are exact in fp32 too.
+Hence ggml's fp32 result is exactly float32(the value here), rounded to
+nearest even, whatever the association or FMA contraction of the
+products. The difference from fp32 ggml is that single final rounding
+only. Infinite or NaN fp16 fields (random bytes) give inf/NaN in both.
+tools/ref/dequant_dump.py writes these values for the C side to compare.
 """
 
 import struct
@@ -33,12 +74,32 @@ _NP_SCALAR = {
 
 # ggml tensor types understood here: type -> (block elements, block bytes, name)
 GGML_F32, GGML_F16, GGML_Q8_0, GGML_BF16 = 0, 1, 8, 30
+GGML_Q4_0, GGML_Q4_1, GGML_Q5_0, GGML_Q5_1 = 2, 3, 6, 7
+GGML_Q2_K, GGML_Q3_K, GGML_Q4_K, GGML_Q5_K, GGML_Q6_K = 10, 11, 12, 13, 14
+GGML_IQ4_NL, GGML_IQ4_XS = 20, 23
+QK_K = 256
 GGML_TYPES = {
     GGML_F32: (1, 4, "F32"),
     GGML_F16: (1, 2, "F16"),
+    GGML_Q4_0: (32, 18, "Q4_0"),
+    GGML_Q4_1: (32, 20, "Q4_1"),
+    GGML_Q5_0: (32, 22, "Q5_0"),
+    GGML_Q5_1: (32, 24, "Q5_1"),
     GGML_Q8_0: (32, 34, "Q8_0"),
+    GGML_Q2_K: (QK_K, 84, "Q2_K"),
+    GGML_Q3_K: (QK_K, 110, "Q3_K"),
+    GGML_Q4_K: (QK_K, 144, "Q4_K"),
+    GGML_Q5_K: (QK_K, 176, "Q5_K"),
+    GGML_Q6_K: (QK_K, 210, "Q6_K"),
+    GGML_IQ4_NL: (32, 18, "IQ4_NL"),
+    GGML_IQ4_XS: (QK_K, 136, "IQ4_XS"),
     GGML_BF16: (1, 2, "BF16"),
 }
+GGML_TYPE_BY_NAME = {v[2]: k for k, v in GGML_TYPES.items()}
+
+# the 16 levels of IQ4_NL and IQ4_XS (ggml's kvalues_iq4nl), ascending
+IQ4_NL_VALUES = (-127, -104, -83, -65, -49, -35, -22, -10,
+                 1, 13, 25, 38, 53, 69, 89, 113)
 
 
 class GGUFError(Exception):
@@ -207,8 +268,162 @@ class GGUFFile:
         return out
 
 
+# ---- dequantisers: raw bytes (nb blocks) -> float64 (nb, block elements) ----------
+
+def _f16(b, at):
+    """float64 (nb, 1) of the fp16 field at byte `at` of each block row of b."""
+    return b[:, at:at + 2].copy().view("<f2").astype(np.float64)
+
+
+def _nibbles(qs):
+    """(nb, ..., k) bytes -> (nb, ..., 2k): the k low nibbles, then the k high."""
+    return np.concatenate([qs & 0x0F, qs >> 4], axis=-1).astype(np.int64)
+
+
+def _bit_planes(h, nbits):
+    """(nb, k) bytes -> (nb, nbits * k): element b*k + i is bit b of byte i
+    (the Q3_K hmask / Q5_K qh order: byte i % k, bit i // k)."""
+    sh = np.arange(nbits, dtype=np.uint8)[None, :, None]
+    return ((h[:, None, :] >> sh) & 1).reshape(h.shape[0], -1).astype(np.int64)
+
+
+def _crumbs(qs):
+    """Q2_K / Q3_K 2-bit codes: qs (nb, 64) -> (nb, 256). Element
+    128*c + 32*j + i is bits 2j..2j+1 of byte 32*c + i (c in 0..1, j in 0..3,
+    i in 0..31)."""
+    nb = qs.shape[0]
+    q = qs.reshape(nb, 2, 1, 32)
+    sh = np.array([0, 2, 4, 6], dtype=np.uint8)[None, None, :, None]
+    return ((q >> sh) & 3).reshape(nb, 256).astype(np.int64)
+
+
+def _scale_min_k4(sb):
+    """Q4_K / Q5_K 6-bit scales and mins of the 8 sub-blocks from the 12
+    scale bytes (nb, 12). Sub-block j < 4: scale = b[j] & 63, min = b[j+4] & 63;
+    j >= 4: scale = (b[j+4] & 15) | (b[j-4] >> 6) << 4,
+            min   = (b[j+4] >> 4) | (b[j] >> 6) << 4."""
+    b = sb.astype(np.int64)
+    sc = np.empty((b.shape[0], 8), dtype=np.int64)
+    mn = np.empty_like(sc)
+    sc[:, :4] = b[:, 0:4] & 63
+    mn[:, :4] = b[:, 4:8] & 63
+    sc[:, 4:] = (b[:, 8:12] & 15) | ((b[:, 0:4] >> 6) << 4)
+    mn[:, 4:] = (b[:, 8:12] >> 4) | ((b[:, 4:8] >> 6) << 4)
+    return sc, mn
+
+
+def _q3k_scales(sb):
+    """Q3_K 6-bit scales of the 16 sub-blocks from the 12 scale bytes (nb, 12):
+    sub-block s has low 4 bits (b[s % 8] >> 4*(s // 8)) & 15 and high 2 bits
+    (b[8 + s % 4] >> 2*(s // 4)) & 3."""
+    b = sb.astype(np.int64)
+    s = np.arange(16)
+    low = (b[:, s % 8] >> (4 * (s // 8))) & 15
+    high = (b[:, 8 + s % 4] >> (2 * (s // 4))) & 3
+    return low | (high << 4)
+
+
+def _dq_q4_0(b):                      # d f16 | qs[16]
+    return _f16(b, 0) * (_nibbles(b[:, 2:18]) - 8)
+
+
+def _dq_q4_1(b):                      # d f16 | m f16 | qs[16]
+    return _f16(b, 0) * _nibbles(b[:, 4:20]) + _f16(b, 2)
+
+
+def _qh32(b, at):
+    """Q5_0 / Q5_1: bit i of the little-endian uint32 qh is bit 4 of element i."""
+    qh = b[:, at:at + 4].copy().view("<u4").astype(np.int64)       # (nb, 1)
+    return ((qh >> np.arange(32)[None, :]) & 1) << 4
+
+
+def _dq_q5_0(b):                      # d f16 | qh[4] | qs[16]
+    return _f16(b, 0) * ((_nibbles(b[:, 6:22]) | _qh32(b, 2)) - 16)
+
+
+def _dq_q5_1(b):                      # d f16 | m f16 | qh[4] | qs[16]
+    return _f16(b, 0) * (_nibbles(b[:, 8:24]) | _qh32(b, 4)) + _f16(b, 2)
+
+
+def _dq_q8_0(b):                      # d f16 | qs[32] int8
+    return _f16(b, 0) * b[:, 2:34].copy().view(np.int8).astype(np.float64)
+
+
+def _dq_q2_k(b):                      # scales[16] | qs[64] | d f16 | dmin f16
+    sc = b[:, 0:16].astype(np.int64)
+    dl = np.repeat(_f16(b, 80) * (sc & 15), 16, axis=1)
+    ml = np.repeat(_f16(b, 82) * (sc >> 4), 16, axis=1)
+    return dl * _crumbs(b[:, 16:80]) - ml
+
+
+def _dq_q3_k(b):                      # hmask[32] | qs[64] | scales[12] | d f16
+    q = _crumbs(b[:, 32:96]) - 4 * (1 - _bit_planes(b[:, 0:32], 8))
+    dl = np.repeat(_f16(b, 108) * (_q3k_scales(b[:, 96:108]) - 32), 16, axis=1)
+    return dl * q
+
+
+def _dq_q4_k(b):                      # d f16 | dmin f16 | scales[12] | qs[128]
+    nb = b.shape[0]
+    sc, mn = _scale_min_k4(b[:, 4:16])
+    # 64-element chunk c: low nibbles of qs[32c..32c+31], then their high nibbles
+    q = _nibbles(b[:, 16:144].reshape(nb, 4, 32)).reshape(nb, 256)
+    d1 = np.repeat(_f16(b, 0) * sc, 32, axis=1)
+    m1 = np.repeat(_f16(b, 2) * mn, 32, axis=1)
+    return d1 * q - m1
+
+
+def _dq_q5_k(b):                      # d | dmin | scales[12] | qh[32] | qs[128]
+    nb = b.shape[0]
+    sc, mn = _scale_min_k4(b[:, 4:16])
+    q = _nibbles(b[:, 48:176].reshape(nb, 4, 32)).reshape(nb, 256) \
+        + 16 * _bit_planes(b[:, 16:48], 8)
+    d1 = np.repeat(_f16(b, 0) * sc, 32, axis=1)
+    m1 = np.repeat(_f16(b, 2) * mn, 32, axis=1)
+    return d1 * q - m1
+
+
+def _dq_q6_k(b):                      # ql[128] | qh[64] | scales[16] int8 | d f16
+    nb = b.shape[0]
+    # 128-element half h: low 4 bits from ql[64h..64h+63] (low nibbles give
+    # elements 0..63, high nibbles 64..127); high 2 bits of element 32*k + i
+    # are bits 2k..2k+1 of qh[32h + i]
+    low = _nibbles(b[:, 0:128].reshape(nb, 2, 64))                  # (nb, 2, 128)
+    qh = b[:, 128:192].reshape(nb, 2, 1, 32)
+    sh = np.array([0, 2, 4, 6], dtype=np.uint8)[None, None, :, None]
+    high = ((qh >> sh) & 3).reshape(nb, 2, 128).astype(np.int64)
+    q = (low | (high << 4)).reshape(nb, 256) - 32
+    sc = b[:, 192:208].copy().view(np.int8).astype(np.int64)
+    return np.repeat(_f16(b, 208) * sc, 16, axis=1) * q
+
+
+_IQ4 = np.array(IQ4_NL_VALUES, dtype=np.int64)
+
+
+def _dq_iq4_nl(b):                    # d f16 | qs[16]
+    return _f16(b, 0) * _IQ4[_nibbles(b[:, 2:18])]
+
+
+def _dq_iq4_xs(b):                    # d f16 | scales_h u16 | scales_l[4] | qs[128]
+    nb = b.shape[0]
+    sh = b[:, 2:4].copy().view("<u2").astype(np.int64)             # (nb, 1)
+    sl = b[:, 4:8].astype(np.int64)
+    ib = np.arange(8)
+    ls = ((sl[:, ib // 2] >> (4 * (ib % 2))) & 15) | (((sh >> (2 * ib)) & 3) << 4)
+    q = _IQ4[_nibbles(b[:, 8:136].reshape(nb, 8, 16))].reshape(nb, 256)
+    return np.repeat(_f16(b, 0) * (ls - 32), 32, axis=1) * q
+
+
+_DEQUANT = {
+    GGML_Q4_0: _dq_q4_0, GGML_Q4_1: _dq_q4_1, GGML_Q5_0: _dq_q5_0,
+    GGML_Q5_1: _dq_q5_1, GGML_Q8_0: _dq_q8_0, GGML_Q2_K: _dq_q2_k,
+    GGML_Q3_K: _dq_q3_k, GGML_Q4_K: _dq_q4_k, GGML_Q5_K: _dq_q5_k,
+    GGML_Q6_K: _dq_q6_k, GGML_IQ4_NL: _dq_iq4_nl, GGML_IQ4_XS: _dq_iq4_xs,
+}
+
+
 def dequantize(raw, ggml_type, n):
-    """raw: uint8 array of the packed data; returns float64 flat array."""
+    """raw: uint8 array of the packed data; returns float64 flat array of n
+    values (n a multiple of the type's block size for the block types)."""
     raw = np.asarray(raw, dtype=np.uint8)
     if ggml_type == GGML_F32:
         return raw.view("<f4").astype(np.float64)[:n]
@@ -217,12 +432,22 @@ def dequantize(raw, ggml_type, n):
     if ggml_type == GGML_BF16:
         u16 = raw.view("<u2").astype(np.uint32)
         return (u16 << 16).view("<f4").astype(np.float64)[:n]
-    if ggml_type == GGML_Q8_0:
-        nb = n // 32
-        blocks = raw[:nb * 34].reshape(nb, 34)
-        d = blocks[:, 0:2].copy().view("<f2").astype(np.float64)  # (nb, 1)
-        q = blocks[:, 2:34].copy().view(np.int8).astype(np.float64)
-        return (d * q).reshape(-1)
+    if ggml_type in _DEQUANT:
+        blk, bb, name = GGML_TYPES[ggml_type]
+        if n % blk:
+            raise GGUFError("%s: %d values is not a whole number of %d-value blocks"
+                            % (name, n, blk))
+        nb = n // blk
+        if raw.size < nb * bb:
+            raise GGUFError("%s: %d bytes for %d blocks of %d" % (name, raw.size, nb, bb))
+        out = np.empty(n, dtype=np.float64)
+        step = 1 << 14                      # blocks per slice: bounded temporaries
+        for b0 in range(0, nb, step):
+            b1 = min(nb, b0 + step)
+            blocks = raw[b0 * bb:b1 * bb].reshape(b1 - b0, bb)
+            with np.errstate(invalid="ignore", over="ignore"):
+                out[b0 * blk:b1 * blk] = _DEQUANT[ggml_type](blocks).reshape(-1)
+        return out
     raise GGUFError("unsupported ggml type %d" % ggml_type)
 
 
