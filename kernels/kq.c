@@ -13,11 +13,11 @@ void ge_kq_fill(ge_kern *k, ge_tier tier)
 #if defined(__x86_64__)
     switch (tier) {
     case GE_TIER_AVX2:
-    case GE_TIER_AVXVNNI:
+    case GE_TIER_AVXVNNI: /* the same layouts */
         k->kq_row_group = 8;
         k->kq_packed_size = ge_kq_avx2_packed_size;
         k->kq_pack = ge_kq_avx2_pack;
-        k->kq_gemm = ge_kq_avx2_gemm;
+        k->kq_gemm = tier == GE_TIER_AVXVNNI ? ge_kq_avxvnni_gemm : ge_kq_avx2_gemm;
         break;
     case GE_TIER_AVX512:
         k->kq_row_group = 16;

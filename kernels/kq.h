@@ -74,7 +74,27 @@ void ge_kq_scalar_gemm(uint32_t type, const void *w, int64_t rows, int64_t cols,
                        const ge_q8_act *act, int64_t t0, int64_t t1, int64_t r0, int64_t r1,
                        float *y, int64_t ldy);
 
+/* The 32-value block family (Q4_0, Q4_1, Q5_0, Q5_1, IQ4_NL: ge_kq_span 1) has its own home,
+ * kernels/kq32*.c: its packed sizes and packer (0 / nothing for a type read in place), and
+ * per tier its GEMM, which the tier's kq_gemm calls for those types. */
+size_t ge_kq32_packed_size_g(uint32_t type, int64_t rows, int64_t cols, int group);
+void ge_kq32_pack_g(uint32_t type, const void *src, int64_t rows, int64_t cols, void *dst,
+                    int64_t r0, int64_t r1, int group);
+
 #if defined(__x86_64__)
+void ge_kq32_avx2_gemm(uint32_t type, const void *w, int64_t rows, int64_t cols,
+                       const ge_q8_act *act, int64_t t0, int64_t t1, int64_t r0, int64_t r1,
+                       float *y, int64_t ldy);
+void ge_kq32_avxvnni_gemm(uint32_t type, const void *w, int64_t rows, int64_t cols,
+                          const ge_q8_act *act, int64_t t0, int64_t t1, int64_t r0, int64_t r1,
+                          float *y, int64_t ldy);
+void ge_kq32_avx512_gemm(uint32_t type, const void *w, int64_t rows, int64_t cols,
+                         const ge_q8_act *act, int64_t t0, int64_t t1, int64_t r0, int64_t r1,
+                         float *y, int64_t ldy);
+/* kq_avxvnni.c (G = 8, the avx2 layouts): 256-bit vpdpbusd */
+void ge_kq_avxvnni_gemm(uint32_t type, const void *w, int64_t rows, int64_t cols,
+                        const ge_q8_act *act, int64_t t0, int64_t t1, int64_t r0, int64_t r1,
+                        float *y, int64_t ldy);
 /* kq_avx2.c (G = 8): Q4_K packed, the other types through the scalar oracle in place */
 size_t ge_kq_avx2_packed_size(uint32_t type, int64_t rows, int64_t cols);
 void ge_kq_avx2_pack(uint32_t type, const void *src, int64_t rows, int64_t cols, void *dst,

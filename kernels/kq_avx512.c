@@ -249,6 +249,8 @@ void ge_kq_avx512_gemm(uint32_t type, const void *w, int64_t rows, int64_t cols,
 {
     if (type == GE_T_Q4_K || type == GE_T_Q6_K)
         gemm_packed(type, w, cols, act, t0, t1, r0, r1, y, ldy);
+    else if (ge_kq_span(type) == 1)
+        ge_kq32_avx512_gemm(type, w, rows, cols, act, t0, t1, r0, r1, y, ldy);
     else
         ge_kq_scalar_gemm(type, w, rows, cols, act, t0, t1, r0, r1, y, ldy);
 }

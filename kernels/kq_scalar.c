@@ -30,6 +30,8 @@ static int64_t sb_bytes(uint32_t type, int64_t G)
 
 size_t ge_kq_packed_size_g(uint32_t type, int64_t rows, int64_t cols, int group)
 {
+    if (ge_kq_span(type) == 1)
+        return ge_kq32_packed_size_g(type, rows, cols, group);
     return (size_t)((rows + group - 1) / group * (cols / GE_QK_K) * sb_bytes(type, group));
 }
 
@@ -73,6 +75,10 @@ static void pack_row(uint32_t type, const ge_block_codes *k, uint8_t *bp, int64_
 void ge_kq_pack_g(uint32_t type, const void *src, int64_t rows, int64_t cols, void *dst,
                   int64_t r0, int64_t r1, int group)
 {
+    if (ge_kq_span(type) == 1) {
+        ge_kq32_pack_g(type, src, rows, cols, dst, r0, r1, group);
+        return;
+    }
     const ge_dtype_info *ti = ge_dtype(type);
     const int64_t nsb = cols / GE_QK_K, G = group, sbb = sb_bytes(type, G);
     const size_t row_bytes = (size_t)nsb * ti->bytes;
