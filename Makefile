@@ -179,8 +179,9 @@ $(FUZZ)/fuzz_%: tests/fuzz/fuzz_%.c $(FUZZ)/libge.a
 fuzz-build: $(FUZZ_BIN)
 
 # seeds: the committed small ones, plus for the GGUF target the tiny model whole and its
-# header alone, the tiny mmproj files, and every hostile model kind of tests/hostile_gguf.py
-# (their sparse ones scaled down: the fuzzer reads a seed whole) (generated here, not committed)
+# header alone, the tiny mmproj files, every hostile model kind of tests/hostile_gguf.py
+# (their sparse ones scaled down: the fuzzer reads a seed whole), and block-type models
+# (tiny Q4_0 and Q5_1, a small-preset Q4_K_M mix) (generated here, not committed)
 $(FUZZ)/seeds/%: fuzz-build
 	@rm -rf $@ && mkdir -p $@
 	@cp tests/fuzz/corpus/$*/* $@/ 2>/dev/null || true
@@ -189,7 +190,10 @@ $(FUZZ)/seeds/%: fuzz-build
 	    testdata/tiny-mmproj-audio-q8_0.gguf $@/; \
 	  head -c 30300 testdata/tiny-f32.gguf >$@/tiny-f32-header.gguf; \
 	  $(PYTHON) tests/hostile_gguf.py --all --small testdata/tiny-q8_0.gguf \
-	    testdata/tiny-mmproj-both-q8_0.gguf $@; fi
+	    testdata/tiny-mmproj-both-q8_0.gguf $@; \
+	  for t in q4_0 q5_1; do \
+	    $(PYTHON) tools/mkmodel --preset tiny --type $$t --seed 1 -o $@/tiny-$$t.gguf; done; \
+	  $(PYTHON) tools/mkmodel --preset small --type q4_k_m --seed 1 -o $@/small-q4_k_m.gguf; fi
 
 # (the suppressions: leaks inside third-party decoders, see tests/lsan.supp)
 fuzz-run-%: $(FUZZ)/fuzz_% $(FUZZ)/seeds/%

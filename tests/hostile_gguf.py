@@ -335,6 +335,22 @@ def clamp_inf(g):
     g.poke_f32("a.blk.0.attn_q.input_max", INF)
 
 
+def k_rowwidth(g):
+    """blk.0.attn_q (rows of 64) claims Q4_K, whose blocks hold 256 values."""
+    g.tensor("blk.0.attn_q.weight")["type"] = 12
+
+
+def k_unsupported(g):
+    """blk.0.attn_q claims MXFP4 (a ggml type this build does not compute; rows of 64 split
+    into its 32-value blocks, and its 17-byte blocks fit in the Q8_0 data)."""
+    g.tensor("blk.0.attn_q.weight")["type"] = 39
+
+
+def k_big_mmproj(g):
+    """v.blk.0.attn_q claims Q6_K on rows of 64."""
+    g.tensor("v.blk.0.attn_q.weight")["type"] = 14
+
+
 NAN, INF = float("nan"), float("inf")
 EPS = "attention.layer_norm_rms_epsilon"
 VEPS = "clip.vision.attention.layer_norm_epsilon"
@@ -343,6 +359,9 @@ AEPS = "clip.audio.attention.layer_norm_epsilon"
 # kind -> (base, function, a word the error message must hold)
 KINDS = {
     "alias": ("text", alias, "attn_output"),
+    "k-rowwidth": ("text", k_rowwidth, "block size"),
+    "k-unsupported": ("text", k_unsupported, "MXFP4 is not supported"),
+    "k-rowwidth-mmproj": ("mmproj", k_big_mmproj, "block size"),
     "overlap": ("text", overlap, "overlap"),
     "overlap-mmproj": ("mmproj", overlap_mmproj, "overlap"),
     "dupkey": ("text", dupkey, "block_count"),

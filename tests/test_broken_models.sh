@@ -12,8 +12,14 @@ head -c 3 testdata/tiny-f32.gguf >"$dir/short.gguf"
 mkdir "$dir/adir"
 echo '{"id": 1, "text": "hello"}' >"$dir/in.jsonl"
 
+# a K-quant mix cut in the middle of its blocks (issue 15)
+PYTHON=${PYTHON:-/usr/bin/python3}
+"$PYTHON" tools/mkmodel --preset small --type q4_k_m --seed 1 --broken truncated \
+    -o "$dir/truncated-q4_k_m.gguf"
+
 cases=()
 for k in truncated magic missing shape type counts; do cases+=("$OUT/broken-$k.gguf"); done
+cases+=("$dir/truncated-q4_k_m.gguf")
 cases+=("$dir/empty.gguf" "$dir/text.gguf" "$dir/short.gguf" "$dir/adir" "$dir/nonexistent.gguf")
 for model in "${cases[@]}"; do
     name=$(basename "$model")
