@@ -111,6 +111,30 @@ static bool add_input_case(const ge_opts *o, ge_model *m, bench_case *c)
     return c->n_seq > 0;
 }
 
+int ge_bench_weights(FILE *f, const ge_opts *o, const ge_model *m, ge_err *err)
+{
+    const char *files[3] = {o->model, o->n_mmproj > 0 ? o->mmproj[0] : NULL,
+                            o->n_mmproj > 1 ? o->mmproj[1] : NULL};
+    for (int i = 0; i < 3 && files[i]; i++) {
+        ge_weight_type w[32];
+        int n;
+        if (ge_model_file_types(m, files[i], w, 32, &n, err))
+            return -1;
+        const char *base = strrchr(files[i], '/') ? strrchr(files[i], '/') + 1 : files[i];
+        for (int k = 0; k < n; k++) {
+            fprintf(f, "%-16s %s: %-6s", "weights", base, w[k].name);
+            if (w[k].matrices)
+                fprintf(f, " %4d matri%s %8.1f MB, %s", w[k].matrices,
+                        w[k].matrices > 1 ? "ces" : "x", (double)w[k].bytes / 1e6, w[k].kernel);
+            if (w[k].vectors)
+                fprintf(f, "%s %4d vector%s", w[k].matrices ? ";" : "", w[k].vectors,
+                        w[k].vectors > 1 ? "s" : "");
+            fputc('\n', f);
+        }
+    }
+    return 0;
+}
+
 /* The per-operation table of one phase: share of its time, GMAC/s, % of the machine's peak. */
 static void ops_table(const ge_stats *t, double phase_seconds, double peak8, double peak32,
                       int threads)
@@ -338,8 +362,12 @@ int ge_bench_run(const ge_opts *o, ge_model *m, double t_start)
     ge_stats total = {0};
     fprintf(stderr, "gemmaembed --bench: %s\n", ge_model_describe(m));
     fprintf(stderr, "tier %s, %d threads; measured peak per thread: int8 %.1f GMAC/s, fp32 %.1f "
-            "GMAC/s; time to first vector %.3f s\n\n", ge_model_tier(m), threads, peak8, peak32,
+            "GMAC/s; time to first vector %.3f s\n", ge_model_tier(m), threads, peak8, peak32,
             ttfv);
+    ge_err werr;
+    if (ge_bench_weights(stderr, o, m, &werr))
+        fprintf(stderr, "gemmaembed: %s\n", werr.msg);
+    fputc('\n', stderr);
     fprintf(stderr, "| %-20s | %7s | %4s | %22s | %9s |\n", "case", "tokens", "reps",
             "tokens/s (mean ± sd)", "records/s");
     fprintf(stderr, "|%.22s|%.9s|%.6s|%.24s|%.11s|\n", "------------------------",

@@ -219,6 +219,15 @@ static int print_config(const ge_opts *o)
         return usage_error(err.msg);
     printf("%-16s %s\n%-16s %d\n%-16s %s\n", "kernel tier", tier, "pool threads", threads,
            "cpu", cpu);
+    if (o->model) { /* the weight types the files hold and the kernel for each */
+        ge_model *m;
+        if (fflush(stdout) || ge_model_open(&m, o->model, &o->cfg, &err))
+            return ge_say("%s", err.msg), EXIT_MODEL;
+        int rc = ge_bench_weights(stdout, o, m, &err);
+        ge_model_free(m);
+        if (rc)
+            return ge_say("%s", err.msg), EXIT_MODEL;
+    }
     return fflush(stdout) == 0 ? EXIT_OK : EXIT_IO;
 }
 

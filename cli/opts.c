@@ -32,7 +32,9 @@ typedef struct {
 } opt_row;
 
 static const opt_row OPTS[] = {
-    {O_MODEL, "model", "PATH", "$GEMMAEMBED_MODEL", "EmbeddingGemma 2 GGUF text model"},
+    {O_MODEL, "model", "PATH", "$GEMMAEMBED_MODEL",
+     "EmbeddingGemma 2 GGUF text model (F32 F16 BF16 Q8_0 Q4_0 Q4_1 Q5_0 Q5_1 Q2_K..Q6_K "
+     "IQ4_NL IQ4_XS)"},
     {O_MMPROJ, "mmproj", "PATH", "$GEMMAEMBED_MMPROJ",
      "mmproj GGUF with the vision and/or audio tower (twice: one of each)"},
     {O_IMAGE_TOKENS, "image-tokens", "70|140|280|560|1120", "280", "soft tokens per image"},

@@ -534,6 +534,19 @@ void ge_model_stats_reset(ge_model *m);
 /* This machine's measured peak for the model's tier, one thread, in GMAC/s: the int8 dot
  * instruction (0 when the tier has none) and fp32 FMA. Takes about 2 x seconds. */
 void ge_model_peak(const ge_model *m, double seconds, double *int8, double *fp32);
+/* The weight types of one model file (the text model's or an mmproj's): per type its
+ * matrices (tensors of 2 or more dims) and their bytes, and the kernel that multiplies by
+ * such a matrix on m's tier and switches; vectors (norms, scales) under type F32 with no
+ * kernel. *n entries are written (at most max), in order of first appearance. */
+typedef struct {
+    uint32_t type;
+    const char *name;  /* "Q4_K" */
+    int matrices, vectors;
+    uint64_t bytes;
+    char kernel[64];   /* "" for vectors only */
+} ge_weight_type;
+ge_status ge_model_file_types(const ge_model *m, const char *path, ge_weight_type *out,
+                              int max, int *n, ge_err *err);
 /* The kernel tier in use and the pool size. */
 const char *ge_model_tier(const ge_model *m);
 int ge_model_threads(const ge_model *m);

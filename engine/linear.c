@@ -7,6 +7,7 @@
  * SGEMM panels keep the weight's type (kernels/sgemm.h), so that copy is no bigger than the
  * file's tensor. */
 #include <pthread.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
@@ -447,6 +448,22 @@ ge_status ge_linear_many_ref(ge_model *m, const float *x, int n_tok, const float
                              const ge_linear_out *outs, int n_outs, ge_err *err)
 {
     return linear_many(m, x, n_tok, clip, outs, n_outs, false, false, err);
+}
+
+void ge_linear_kernel(const ge_model *m, uint32_t type, char *buf, size_t n)
+{
+    const ge_kern *k;
+    if (type == GE_T_Q8_0 && (k = q8_kernels(m, 1 << 20)))
+        snprintf(buf, n, "q8_gemm %s, packed", k->name);
+    else if ((k = kq_kernels(m, type)))
+        snprintf(buf, n, "kq_gemm %s, %s", k->name,
+                 k->kq_packed_size(type, GE_QK_K, GE_QK_K)
+                     ? "packed"
+                     : k->tier == GE_TIER_SCALAR ? "in place" : "in place, scalar oracle");
+    else if ((k = sg_kernels(m, type)))
+        snprintf(buf, n, "sgemm %s, panels", k->name);
+    else
+        snprintf(buf, n, "reference rows");
 }
 
 ge_status ge_linear_prepack(ge_model *m, const ge_tensor *const *ts, size_t n, ge_err *err)

@@ -605,6 +605,37 @@ int ge_model_dim(const ge_model *m) { return m->hp.n_out; }
 int ge_model_max_tokens(const ge_model *m) { return m->hp.max_tokens; }
 const char *ge_model_describe(const ge_model *m) { return m->describe; }
 const char *ge_model_tier(const ge_model *m) { return m->kern->name; }
+
+ge_status ge_model_file_types(const ge_model *m, const char *path, ge_weight_type *out,
+                              int max, int *n, ge_err *err)
+{
+    ge_gguf *g;
+    ge_status st = ge_gguf_open(&g, path, err);
+    *n = 0;
+    if (st)
+        return st;
+    for (uint64_t i = 0; i < g->n_tensors; i++) {
+        const ge_gguf_tensor *t = &g->tensors[i];
+        int e = 0;
+        while (e < *n && out[e].type != t->type)
+            e++;
+        if (e == *n) {
+            if (*n == max)
+                continue;
+            out[(*n)++] = (ge_weight_type){.type = t->type, .name = ge_dtype(t->type)->name};
+        }
+        if (t->n_dims >= 2 && t->ne[1] > 1) {
+            out[e].matrices++;
+            out[e].bytes += t->nbytes;
+            if (!out[e].kernel[0])
+                ge_linear_kernel(m, t->type, out[e].kernel, sizeof out[e].kernel);
+        } else {
+            out[e].vectors++;
+        }
+    }
+    ge_gguf_close(g);
+    return GE_OK;
+}
 int ge_model_threads(const ge_model *m) { return m->threads; }
 
 float *ge_floats(size_t n)

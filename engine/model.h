@@ -122,6 +122,9 @@ ge_status ge_linear_many_ref(ge_model *m, const float *x, int n_tok, const float
 /* Repack weights ts[0..n) for the fast paths now rather than on first use (--prepack). */
 ge_status ge_linear_prepack(ge_model *m, const ge_tensor *const *ts, size_t n, ge_err *err);
 void ge_linear_cache_free(ge_model *m);
+/* Which kernel multiplies by a matrix of this ggml type on m's tier and switches, e.g.
+ * "kq_gemm avx512, packed" or "reference rows" (--print-config, --bench). */
+void ge_linear_kernel(const ge_model *m, uint32_t type, char *buf, size_t n);
 
 /* ---- attention.c ------------------------------------------------------------------------ */
 

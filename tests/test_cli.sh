@@ -454,6 +454,21 @@ EOF2
     pass "--bench --mmproj: text cases and an image per budget (s/image, GMAC/s) in the table and JSON" ||
     fail "--bench --mmproj: text cases and an image per budget" "rc $rc $(tail -c 300 "$T/bench.chk")"
 
+# --print-config with -m: the weight types of the files and the kernel that runs each
+"$PY" tools/mkmodel --preset tiny --type q4_0 --seed 1 -o "$T/q4_0.gguf"
+run pc_q8 --print-config -m testdata/tiny-q8_0.gguf
+run pc_q4_0 --print-config -m "$T/q4_0.gguf" --cpu-tier scalar
+run pc_bad --print-config -m "$T/missing.gguf"
+if grep -q "^weights  *tiny-q8_0.gguf: Q8_0 .* matrices .*q8_gemm" "$T/pc_q8.out" &&
+    grep -q "^weights  *tiny-q8_0.gguf: BF16 .*sgemm" "$T/pc_q8.out" &&
+    grep -q "^weights  *q4_0.gguf: Q4_0 .*kq_gemm scalar, in place" "$T/pc_q4_0.out" &&
+    grep -q "^weights  *q4_0.gguf: F32 .* vectors" "$T/pc_q4_0.out" && [ "$rc" -eq 3 ]; then
+    pass "--print-config -m: each weight type and its kernel; a missing file exits 3"
+else
+    fail "--print-config -m: each weight type and its kernel; a missing file exits 3" \
+        "rc $rc: $(grep weights "$T/pc_q8.out" "$T/pc_q4_0.out" | head -c 400)"
+fi
+
 run help --help
 [ "$rc" -eq 0 ] && grep -q -- "--max-errors" "$T/help.out" && grep -q "query" "$T/help.out" &&
     pass "--help: flags and prompt names" || fail "--help: flags and prompt names" "rc $rc"
