@@ -6,6 +6,7 @@
 #include <stdarg.h>
 #include <stdbool.h>
 #include <stdio.h>
+#include <stdlib.h>
 
 static int check_failures, check_count;
 
@@ -28,6 +29,29 @@ static inline bool check(bool ok, const char *name, const char *detail, ...)
     }
     fflush(stdout);
     return ok;
+}
+
+/* A check name built printf-style (one static buffer: use it before the next call). */
+static inline const char *nm(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+static inline const char *nm(const char *fmt, ...)
+{
+    static char buf[256];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(buf, sizeof buf, fmt, ap);
+    va_end(ap);
+    return buf;
+}
+
+/* malloc for test data: out of memory is a failed check and the end of the test. */
+static inline void *xmalloc(size_t n)
+{
+    void *p = malloc(n ? n : 1);
+    if (!p) {
+        printf("FAIL: out of memory (%zu bytes)\n", n);
+        exit(1);
+    }
+    return p;
 }
 
 static inline int check_done(void)

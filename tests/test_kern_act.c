@@ -19,16 +19,6 @@
 #define CANARY 12345.678f
 #define GUARD 40
 
-static void *xmalloc(size_t n)
-{
-    void *p = malloc(n ? n : 1);
-    if (!p) {
-        fprintf(stderr, "out of memory\n");
-        exit(1);
-    }
-    return p;
-}
-
 static uint32_t bits(float f)
 {
     uint32_t u;

@@ -23,27 +23,6 @@
 #include "rng.h"
 #include "kq_data.h"
 
-static const char *nm(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
-static const char *nm(const char *fmt, ...)
-{
-    static char buf[256];
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(buf, sizeof buf, fmt, ap);
-    va_end(ap);
-    return buf;
-}
-
-static void *xmalloc(size_t n)
-{
-    void *p = malloc(n ? n : 1);
-    if (!p) {
-        printf("FAIL: out of memory\n");
-        exit(1);
-    }
-    return p;
-}
-
 static const uint32_t types[] = {GE_T_Q4_0, GE_T_Q4_1, GE_T_Q5_0, GE_T_Q5_1, GE_T_IQ4_NL,
                                  GE_T_Q2_K, GE_T_Q3_K, GE_T_Q4_K, GE_T_Q5_K, GE_T_Q6_K,
                                  GE_T_IQ4_XS};

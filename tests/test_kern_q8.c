@@ -23,28 +23,6 @@
 #include "q8.h"
 #include "rng.h"
 
-/* a check name built printf-style (one static buffer: use before the next call) */
-static const char *nm(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
-static const char *nm(const char *fmt, ...)
-{
-    static char buf[256];
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(buf, sizeof buf, fmt, ap);
-    va_end(ap);
-    return buf;
-}
-
-static void *xmalloc(size_t n)
-{
-    void *p = malloc(n ? n : 1);
-    if (!p) {
-        printf("FAIL: out of memory\n");
-        exit(1);
-    }
-    return p;
-}
-
 /* ---- variants under test ------------------------------------------------------------- */
 
 typedef struct {

@@ -32,16 +32,6 @@ static uint32_t bits(float f)
     return u;
 }
 
-static void *xmalloc(size_t n)
-{
-    void *p = malloc(n ? n : 1);
-    if (!p) {
-        printf("FAIL: out of memory (%zu bytes)\n", n);
-        exit(1);
-    }
-    return p;
-}
-
 static const uint32_t types[] = {GE_T_F32, GE_T_F16, GE_T_BF16};
 static const char *tname(uint32_t type) { return ge_dtype(type)->name; }
 
