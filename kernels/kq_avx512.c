@@ -1,18 +1,29 @@
 /* kq_avx512.c - the quantised-type GEMM, avx512 tier (AVX-512 F/BW/VL/DQ + AVX-512 VNNI):
- * Q4_K and Q6_K on 16-row groups (kq.h layouts, G = 16); the other types through the scalar
- * oracle on the file's rows.
+ * Q4_K, Q5_K, Q6_K and IQ4_XS on 16-row groups (kq.h layouts, G = 16); the other types
+ * through the scalar oracle on the file's rows. Every type's integer sums are exact (bounds
+ * below) and go, per super-block, through kq.h's fp32 rule in its order: bit-identical to
+ * the scalar tier. |a| <= 127: the quantiser never emits -128.
  *
  * Q4_K:
  * Per 4-value chunk one 64-byte load holds 16 rows x 4 code bytes (low nibbles: sub-block
  * 2p, high: 2p + 1); the unsigned codes are vpdpbusd's unsigned operand and the token's
  * signed activation bytes, broadcast, the signed one, so no bias is needed. Each sub-block's
- * exact int32 dot is scaled by the row's 6-bit scale with one vpmulld; the mins term
- * sum_j m_j * asum_j is one vpdpwssd per two sub-blocks (int16 pairs). Per super-block the
- * integers go through kq.h's fp32 rule: bit-identical to the scalar tier.
+ * exact int32 dot (|.| <= 32 * 15 * 127) is scaled by the row's 6-bit scale with one
+ * vpmulld; the mins term sum_j m_j * asum_j is one vpdpwssd per two sub-blocks (int16
+ * pairs: m <= 63, |asum| <= 4064).
+ *
+ * Q5_K: Q4_K's kernel with the fifth bit or-ed in (vpternlogd) from its plane byte, shifted
+ * to bit 4 (a 16-bit shift by at most 4 keeps it in its byte); codes 0..31.
  *
  * Q6_K: the unsigned 6-bit codes u = c + 32, rebuilt from the two planes, go to vpdpbusd as
  * they are; each 16-value sub-block's int32 sum starts from -32 * act->sum16 (cancelling
- * the bias exactly), then one vpmulld by the row's int8 scale. */
+ * the bias exactly), then one vpmulld by the row's int8 scale.
+ *
+ * IQ4_XS: the nibble indices are looked up (vpshufb, the table in every 128-bit lane) into
+ * u = v + 128 (1..241), vpdpbusd's unsigned operand; each sub-block's sum u a (|.| < 2^20)
+ * is scaled by the row's int8 scale with vpmulld, and the bias comes off once per
+ * super-block: 128 sum_j s_j asum_j, one vpdpwssd per two sub-blocks as Q4_K's mins
+ * (|isum| < 2^27 before and after). */
 #include <immintrin.h>
 #include <string.h>
 
@@ -37,26 +48,37 @@ static inline __m512i u8x16(const uint8_t *p)
     return _mm512_cvtepu8_epi32(_mm_loadu_si128((const __m128i *)p));
 }
 
-static inline __attribute__((always_inline)) void tile(const int n, const uint8_t *gp,
-                                                       int64_t nsb, const int8_t *a,
-                                                       int64_t lda, const float *da,
-                                                       const int32_t *asum, int64_t nb32,
-                                                       float *y, int64_t ldy, __mmask16 m)
+/* Q4_K, Q5_K, IQ4_XS (ty, a constant): rows of one row group (mask m) for tokens
+ * [t, t + n) over all super-blocks */
+static inline __attribute__((always_inline)) void tile(const uint32_t ty, const int n,
+                                                       const uint8_t *gp, int64_t nsb,
+                                                       const int8_t *a, int64_t lda,
+                                                       const float *da, const int32_t *asum,
+                                                       int64_t nb32, float *y, int64_t ldy,
+                                                       __mmask16 m)
 {
-    const __m512i low = _mm512_set1_epi8(0x0f);
+    const int five = ty == GE_T_Q5_K, iq4 = ty == GE_T_IQ4_XS;
+    const int64_t sbb = five ? GE_KQ_Q5K_BYTES(G) : iq4 ? GE_KQ_IQ4XS_BYTES(G) : SB;
+    const int64_t so = five ? 160 * G : 128 * G; /* scales, then mins, d, dmin */
+    const __m512i low = _mm512_set1_epi8(0x0f), bit4 = _mm512_set1_epi8(0x10);
+    uint8_t tb[16]; /* IQ4_XS: the table's values + 128, unsigned */
+    for (int k = 0; k < 16; k++)
+        tb[k] = (uint8_t)(ge_iq4nl_values[k] + 128);
+    const __m512i tab = _mm512_broadcast_i32x4(_mm_loadu_si128((const __m128i *)tb));
     __m512 f[NT];
 #pragma GCC unroll 16
     for (int i = 0; i < NT; i++)
         f[i] = _mm512_setzero_ps();
     for (int64_t s = 0; s < nsb; s++) {
-        const uint8_t *bp = gp + s * SB, *sc = bp + 128 * G, *mn = bp + 136 * G;
+        const uint8_t *bp = gp + s * sbb, *hb = bp + 128 * G, *sc = bp + so, *mn = sc + 8 * G;
         const int8_t *as = a + s * 256;
         __m512i isum[NT];
 #pragma GCC unroll 16
         for (int i = 0; i < NT; i++)
             isum[i] = _mm512_setzero_si512();
         for (int j = 0; j < 8; j++) {
-            const uint8_t *q = bp + (j / 2) * 32 * G;
+            const int p = j / 2, h = j % 2;
+            const uint8_t *q = bp + p * 32 * G;
             __m512i acc[NT];
 #pragma GCC unroll 16
             for (int i = 0; i < NT; i++)
@@ -64,7 +86,18 @@ static inline __attribute__((always_inline)) void tile(const int n, const uint8_
 #pragma GCC unroll 8
             for (int c = 0; c < 8; c++) {
                 __m512i w = _mm512_loadu_si512(q + 4 * G * c);
-                __m512i x = _mm512_and_si512(j & 1 ? _mm512_srli_epi16(w, 4) : w, low);
+                __m512i x = _mm512_and_si512(h ? _mm512_srli_epi16(w, 4) : w, low);
+                if (five) { /* the fifth bit sits at bit b: to bit 4 (16-bit shifts by <= 4
+                             * keep it inside its byte) */
+                    const __m512i hv = _mm512_loadu_si512(hb + 4 * G * (2 * p + c / 4));
+                    const int b = 4 * h + c % 4;
+                    const __m512i hs = b < 4   ? _mm512_slli_epi16(hv, 4 - b)
+                                       : b > 4 ? _mm512_srli_epi16(hv, b - 4)
+                                               : hv;
+                    x = _mm512_ternarylogic_epi32(x, hs, bit4, 0xf8); /* a | (b & c) */
+                }
+                if (iq4)
+                    x = _mm512_shuffle_epi8(tab, x);
 #pragma GCC unroll 16
                 for (int i = 0; i < NT; i++) {
                     if (i >= n)
@@ -73,7 +106,9 @@ static inline __attribute__((always_inline)) void tile(const int n, const uint8_
                     acc[i] = _mm512_dpbusd_epi32(acc[i], x, av);
                 }
             }
-            const __m512i scale = u8x16(sc + j * G);
+            const __m512i scale = iq4 ? _mm512_cvtepi8_epi32(
+                                            _mm_loadu_si128((const __m128i *)(sc + j * G)))
+                                      : u8x16(sc + j * G);
 #pragma GCC unroll 16
             for (int i = 0; i < NT; i++) {
                 if (i >= n)
@@ -81,11 +116,22 @@ static inline __attribute__((always_inline)) void tile(const int n, const uint8_
                 isum[i] = _mm512_add_epi32(isum[i], _mm512_mullo_epi32(acc[i], scale));
             }
         }
-        const __m512 d = _mm512_loadu_ps(bp + 144 * G), dmin = _mm512_loadu_ps(bp + 148 * G);
+        /* mins (Q4_K, Q5_K) or, for IQ4_XS, the scales: m_j (or s_j) times the sub-block's
+         * activation sum */
+        const uint8_t *mv = iq4 ? sc : mn;
         __m512i m2[4];
         for (int q = 0; q < 4; q++) /* (m_2q, m_2q+1) as int16 pairs */
-            m2[q] = _mm512_or_si512(u8x16(mn + 2 * q * G),
-                                    _mm512_slli_epi32(u8x16(mn + (2 * q + 1) * G), 16));
+            m2[q] = iq4 ? _mm512_or_si512(
+                              _mm512_and_si512(_mm512_cvtepi8_epi32(_mm_loadu_si128(
+                                                   (const __m128i *)(mv + 2 * q * G))),
+                                               _mm512_set1_epi32(0xffff)),
+                              _mm512_slli_epi32(_mm512_cvtepi8_epi32(_mm_loadu_si128(
+                                                    (const __m128i *)(mv + (2 * q + 1) * G))),
+                                                16))
+                        : _mm512_or_si512(u8x16(mv + 2 * q * G),
+                                          _mm512_slli_epi32(u8x16(mv + (2 * q + 1) * G), 16));
+        const __m512 d = _mm512_loadu_ps(sc + (iq4 ? 8 : 16) * G);
+        const __m512 dmin = iq4 ? d : _mm512_loadu_ps(sc + 20 * G);
 #pragma GCC unroll 16
         for (int i = 0; i < NT; i++) {
             if (i >= n)
@@ -98,6 +144,12 @@ static inline __attribute__((always_inline)) void tile(const int n, const uint8_
                     _mm512_set1_epi32((int32_t)(((uint32_t)sm[2 * q] & 0xffffu) |
                                                 (uint32_t)sm[2 * q + 1] << 16)));
             const __m512 vda = _mm512_set1_ps(da[i * nb32 + s * 8]);
+            if (iq4) { /* the codes were biased by +128: sum_j s_j (dot_j + 128 asum_j) */
+                const __m512i is = _mm512_sub_epi32(isum[i], _mm512_slli_epi32(msum, 7));
+                f[i] = _mm512_add_ps(f[i], _mm512_mul_ps(_mm512_cvtepi32_ps(is),
+                                                         _mm512_mul_ps(d, vda)));
+                continue;
+            }
             const __m512 t1 = _mm512_mul_ps(_mm512_cvtepi32_ps(isum[i]), _mm512_mul_ps(d, vda));
             const __m512 t2 = _mm512_mul_ps(_mm512_cvtepi32_ps(msum), _mm512_mul_ps(dmin, vda));
             f[i] = _mm512_add_ps(f[i], _mm512_sub_ps(t1, t2));
@@ -186,11 +238,34 @@ static inline __attribute__((always_inline)) void tile6(const int n, const uint8
     }
 }
 
+/* bytes of a packed super-block of G rows */
+static int64_t sb_bytes(uint32_t type)
+{
+    switch (type) {
+    case GE_T_Q4_K: return SB;
+    case GE_T_Q5_K: return GE_KQ_Q5K_BYTES(G);
+    case GE_T_Q6_K: return GE_KQ_Q6K_BYTES(G);
+    default: return GE_KQ_IQ4XS_BYTES(G);
+    }
+}
+
+/* one register tile of n tokens (n a constant in each case) */
+#define BY_N(n, CALL)                                                                      \
+    switch (n) {                                                                           \
+    case 1: CALL(1); break;                                                                \
+    case 2: CALL(2); break;                                                                \
+    case 3: CALL(3); break;                                                                \
+    case 4: CALL(4); break;                                                                \
+    case 5: CALL(5); break;                                                                \
+    case 6: CALL(6); break;                                                                \
+    case 7: CALL(7); break;                                                                \
+    default: CALL(8); break;                                                               \
+    }
+
 static void gemm_packed(uint32_t type, const void *packed, int64_t cols, const ge_q8_act *act,
                         int64_t t0, int64_t t1, int64_t r0, int64_t r1, float *y, int64_t ldy)
 {
-    const int64_t nsb = cols / GE_QK_K, nb32 = cols / 32;
-    const int64_t sbb = type == GE_T_Q4_K ? SB : GE_KQ_Q6K_BYTES(G);
+    const int64_t nsb = cols / GE_QK_K, nb32 = cols / 32, sbb = sb_bytes(type);
     const uint8_t *pk = packed;
     for (int64_t tb = t0; tb < t1; tb += TB) {
         const int64_t te = t1 - tb < TB ? t1 : tb + TB;
@@ -202,31 +277,23 @@ static void gemm_packed(uint32_t type, const void *packed, int64_t cols, const g
                 const int8_t *a = act->qs + t * cols;
                 const float *da = act->d + t * nb32;
                 const int32_t *as = act->sum + t * nb32;
+                const int32_t *s16 = act->sum16 + t * 2 * nb32;
                 float *yt = y + t * ldy + g * G;
-                if (type == GE_T_Q6_K) {
-                    const int32_t *s16 = act->sum16 + t * 2 * nb32;
-                    switch (te - t < NT ? te - t : NT) {
-                    case 1: tile6(1, gp, nsb, a, cols, da, s16, nb32, yt, ldy, m); break;
-                    case 2: tile6(2, gp, nsb, a, cols, da, s16, nb32, yt, ldy, m); break;
-                    case 3: tile6(3, gp, nsb, a, cols, da, s16, nb32, yt, ldy, m); break;
-                    case 4: tile6(4, gp, nsb, a, cols, da, s16, nb32, yt, ldy, m); break;
-                    case 5: tile6(5, gp, nsb, a, cols, da, s16, nb32, yt, ldy, m); break;
-                    case 6: tile6(6, gp, nsb, a, cols, da, s16, nb32, yt, ldy, m); break;
-                    case 7: tile6(7, gp, nsb, a, cols, da, s16, nb32, yt, ldy, m); break;
-                    default: tile6(8, gp, nsb, a, cols, da, s16, nb32, yt, ldy, m); break;
-                    }
-                    continue;
+                const int64_t n = te - t < NT ? te - t : NT;
+#define T6(k) tile6(k, gp, nsb, a, cols, da, s16, nb32, yt, ldy, m)
+#define T4(k) tile(GE_T_Q4_K, k, gp, nsb, a, cols, da, as, nb32, yt, ldy, m)
+#define T5(k) tile(GE_T_Q5_K, k, gp, nsb, a, cols, da, as, nb32, yt, ldy, m)
+#define TX(k) tile(GE_T_IQ4_XS, k, gp, nsb, a, cols, da, as, nb32, yt, ldy, m)
+                switch (type) {
+                case GE_T_Q4_K: BY_N(n, T4); break;
+                case GE_T_Q5_K: BY_N(n, T5); break;
+                case GE_T_Q6_K: BY_N(n, T6); break;
+                default: BY_N(n, TX); break;
                 }
-                switch (te - t < NT ? te - t : NT) {
-                case 1: tile(1, gp, nsb, a, cols, da, as, nb32, yt, ldy, m); break;
-                case 2: tile(2, gp, nsb, a, cols, da, as, nb32, yt, ldy, m); break;
-                case 3: tile(3, gp, nsb, a, cols, da, as, nb32, yt, ldy, m); break;
-                case 4: tile(4, gp, nsb, a, cols, da, as, nb32, yt, ldy, m); break;
-                case 5: tile(5, gp, nsb, a, cols, da, as, nb32, yt, ldy, m); break;
-                case 6: tile(6, gp, nsb, a, cols, da, as, nb32, yt, ldy, m); break;
-                case 7: tile(7, gp, nsb, a, cols, da, as, nb32, yt, ldy, m); break;
-                default: tile(8, gp, nsb, a, cols, da, as, nb32, yt, ldy, m); break;
-                }
+#undef T6
+#undef T4
+#undef T5
+#undef TX
             }
         }
     }
@@ -247,7 +314,7 @@ void ge_kq_avx512_gemm(uint32_t type, const void *w, int64_t rows, int64_t cols,
                        const ge_q8_act *act, int64_t t0, int64_t t1, int64_t r0, int64_t r1,
                        float *y, int64_t ldy)
 {
-    if (type == GE_T_Q4_K || type == GE_T_Q6_K)
+    if (type == GE_T_Q4_K || type == GE_T_Q5_K || type == GE_T_Q6_K || type == GE_T_IQ4_XS)
         gemm_packed(type, w, cols, act, t0, t1, r0, r1, y, ldy);
     else if (ge_kq_span(type) == 1)
         ge_kq32_avx512_gemm(type, w, rows, cols, act, t0, t1, r0, r1, y, ldy);
