@@ -69,6 +69,22 @@
  *     136G.
  * 140 bytes per row and super-block against the file's 136. */
 #define GE_KQ_IQ4XS_BYTES(G) ((int64_t)(G) * 140)
+/* Packed layout of Q3_K: the same row groups; super-block s of group g at byte
+ * (g * nsb + s) * GE_KQ_Q3K_BYTES(G), holding the unsigned codes u = c + 4 (0..7):
+ *   G*64 2-bit bytes: for 16-value sub-block v = 0..15, G rows x 4 bytes; byte (v*G + r)*4
+ *     + j holds at bits 2q, 2q + 1 the low 2 bits of value 16v + 4q + j (q = 0..3), so one
+ *     load serves a sub-block's four 4-value chunks;
+ *   G*32 third-bit bytes: byte 64G + ((v/2)*G + r)*4 + j holds at bit 4 (v % 2) + q the third
+ *     bit of value 16v + 4q + j (one load serves two sub-blocks);
+ *   16*G int8 scales (sub-block v of row r at 96G + v*G + r, -32..31); G fp32 d at 112G.
+ * 116 bytes per row and super-block against the file's 110. */
+#define GE_KQ_Q3K_BYTES(G) ((int64_t)(G) * 116)
+/* Packed layout of Q2_K: the same row groups, GE_KQ_Q2K_BYTES(G) per super-block:
+ *   G*64 2-bit bytes of the codes c (0..3) as Q3_K's;
+ *   16*G bytes, the file's scale | min << 4 of sub-block v of row r at 64G + v*G + r;
+ *   G fp32 d at 80G, G fp32 dmin at 84G.
+ * 88 bytes per row and super-block against the file's 84. */
+#define GE_KQ_Q2K_BYTES(G) ((int64_t)(G) * 88)
 
 #ifndef GE_KQ_H
 #define GE_KQ_H

@@ -1,5 +1,5 @@
-/* kq_avx2.c - the quantised-type GEMM, avx2 tier (AVX2 + FMA + F16C): Q4_K, Q5_K, Q6_K and
- * IQ4_XS on 8-row groups (kq.h layouts, G = 8); the other types through the scalar oracle on
+/* kq_avx2.c - the quantised-type GEMM, avx2 tier (AVX2 + FMA + F16C): Q2_K, Q3_K, Q4_K,
+ * Q5_K, Q6_K and IQ4_XS on 8-row groups (kq.h layouts, G = 8); the other types through the scalar oracle on
  * the file's rows. Every type's integer sums are exact (bounds below) and go, per
  * super-block, through kq.h's fp32 rule in its order, so results are bit-identical to the
  * scalar tier. |a| <= 127: the quantiser never emits -128.
@@ -26,7 +26,14 @@
  * 32258, so no two chunks fit int16 and each chunk's pairs are widened at once by a madd
  * with the row's int8 scale pair (s, s) (|s| <= 32: a 4-value product sum times s is below
  * 2^21, the super-block's isum below 2^26). (Tried: v = 16 (H - 8) + L as two unsigned
- * nibble lookups with int16 sums over a sub-block: two maddubs per chunk, 20% slower.) */
+ * nibble lookups with int16 sums over a sub-block: two maddubs per chunk, 20% slower.)
+ *
+ * Q3_K, Q2_K (16-value sub-blocks): the unsigned codes u (Q3_K: c + 4, 0..7, its 2-bit and
+ * third-bit planes or-ed; Q2_K: c, 0..3) go to maddubs as they are. Each sub-block's 4 chunks
+ * add up in int16 before one madd with the row's scale pair (s, s); for Q3_K the int16 sum
+ * starts from -4 * act->sum16 in its low half, cancelling the bias exactly (either half
+ * covers 8 values: |.| <= 4 * 16 * 127 + 8 * 7 * 127 = 15240). Q2_K's mins term sum_j m_j *
+ * asum16_j is one madd per two sub-blocks (|asum16| <= 2032). */
 #include <immintrin.h>
 #include <string.h>
 
@@ -293,6 +300,116 @@ static inline __attribute__((always_inline)) void tile6(const int n, const uint8
     }
 }
 
+/* Q2_K, Q3_K (ty, a constant): y rows [o, o + nrow) of tokens [t, t + n) over all
+ * super-blocks of one row group */
+static inline __attribute__((always_inline)) void tile2(const uint32_t ty, const int n,
+                                                        const uint8_t *gp, int64_t nsb,
+                                                        const int8_t *a, int64_t lda,
+                                                        const float *da, const int32_t *s16,
+                                                        int64_t nb32, float *y, int64_t ldy,
+                                                        int nrow)
+{
+    const int three = ty == GE_T_Q3_K;
+    const int64_t sbb = three ? GE_KQ_Q3K_BYTES(G) : GE_KQ_Q2K_BYTES(G);
+    const __m256i two = _mm256_set1_epi8(3), bit2 = _mm256_set1_epi8(4);
+    __m256 f[NT];
+#pragma GCC unroll 16
+    for (int i = 0; i < NT; i++)
+        f[i] = _mm256_setzero_ps();
+    for (int64_t s = 0; s < nsb; s++) {
+        const uint8_t *bp = gp + s * sbb, *hb = bp + 64 * G;
+        const uint8_t *sc = bp + (three ? 96 : 64) * G;
+        const int8_t *as = a + s * 256;
+        const int32_t *ss = s16 + s * 16;
+        __m256i isum[NT];
+#pragma GCC unroll 16
+        for (int i = 0; i < NT; i++)
+            isum[i] = _mm256_setzero_si256();
+        for (int v = 0; v < 16; v++) {
+            const __m256i w = _mm256_loadu_si256((const __m256i *)(bp + 4 * G * v));
+            const __m256i hv = _mm256_loadu_si256((const __m256i *)(hb + 4 * G * (v / 2)));
+            __m256i acc[NT];
+#pragma GCC unroll 16
+            for (int i = 0; i < NT; i++) /* Q3_K: -4 asum16 in the low half cancels the bias */
+                acc[i] = three ? _mm256_set1_epi32((int32_t)((uint32_t)(-4 * ss[i * 2 * nb32 + v]) &
+                                                              0xffffu))
+                               : _mm256_setzero_si256();
+#pragma GCC unroll 4
+            for (int q = 0; q < 4; q++) {
+                __m256i u = _mm256_and_si256(q ? _mm256_srli_epi16(w, 2 * q) : w, two);
+                if (three) { /* the third bit sits at bit b: to bit 2 */
+                    const int b = 4 * (v % 2) + q;
+                    const __m256i hs = b < 2   ? _mm256_slli_epi16(hv, 2 - b)
+                                       : b > 2 ? _mm256_srli_epi16(hv, b - 2)
+                                               : hv;
+                    u = _mm256_or_si256(u, _mm256_and_si256(hs, bit2));
+                }
+#pragma GCC unroll 16
+                for (int i = 0; i < NT; i++) {
+                    if (i >= n)
+                        break;
+                    __m256i av = _mm256_set1_epi32(ld32(as + i * lda + 16 * v + 4 * q));
+                    acc[i] = _mm256_add_epi16(acc[i], _mm256_maddubs_epi16(u, av));
+                }
+            }
+            const __m256i sv =
+                three ? pair16s(sc + v * G) : _mm256_and_si256(pair16(sc + v * G),
+                                                               _mm256_set1_epi16(0x0f));
+#pragma GCC unroll 16
+            for (int i = 0; i < NT; i++) {
+                if (i >= n)
+                    break;
+                isum[i] = _mm256_add_epi32(isum[i], _mm256_madd_epi16(acc[i], sv));
+            }
+        }
+        const __m256 d = _mm256_loadu_ps((const float *)(sc + 16 * G));
+        if (three) {
+#pragma GCC unroll 16
+            for (int i = 0; i < NT; i++) {
+                if (i >= n)
+                    break;
+                const __m256 vda = _mm256_set1_ps(da[i * nb32 + s * 8]);
+                f[i] = _mm256_add_ps(f[i], _mm256_mul_ps(_mm256_cvtepi32_ps(isum[i]),
+                                                         _mm256_mul_ps(d, vda)));
+            }
+            continue;
+        }
+        const __m256 dmin = _mm256_loadu_ps((const float *)(sc + 20 * G));
+        __m256i m2[8];
+        for (int q = 0; q < 8; q++) /* (m_2q, m_2q+1) as int16 pairs */
+            m2[q] = _mm256_srli_epi16(two16(sc + 2 * q * G, sc + (2 * q + 1) * G), 4);
+#pragma GCC unroll 16
+        for (int i = 0; i < NT; i++) {
+            if (i >= n)
+                break;
+            const int32_t *sm = ss + i * 2 * nb32;
+            __m256i msum = _mm256_setzero_si256();
+            for (int q = 0; q < 8; q++) /* (asum16_2q, asum16_2q+1) as int16 pairs */
+                msum = _mm256_add_epi32(
+                    msum, _mm256_madd_epi16(m2[q], _mm256_set1_epi32((int32_t)(
+                                                       ((uint32_t)sm[2 * q] & 0xffffu) |
+                                                       (uint32_t)sm[2 * q + 1] << 16))));
+            const __m256 vda = _mm256_set1_ps(da[i * nb32 + s * 8]);
+            const __m256 t1 = _mm256_mul_ps(_mm256_cvtepi32_ps(isum[i]), _mm256_mul_ps(d, vda));
+            const __m256 t2 =
+                _mm256_mul_ps(_mm256_cvtepi32_ps(msum), _mm256_mul_ps(dmin, vda));
+            f[i] = _mm256_add_ps(f[i], _mm256_sub_ps(t1, t2));
+        }
+    }
+#pragma GCC unroll 16
+    for (int i = 0; i < NT; i++) {
+        if (i >= n)
+            break;
+        if (nrow == G) {
+            _mm256_storeu_ps(y + i * ldy, f[i]);
+        } else {
+            float tmp[G];
+            _mm256_storeu_ps(tmp, f[i]);
+            memcpy(y + i * ldy, tmp, (size_t)nrow * sizeof(float));
+        }
+    }
+}
+
 /* bytes of a packed super-block of G rows */
 static int64_t sb_bytes(uint32_t type)
 {
@@ -300,6 +417,8 @@ static int64_t sb_bytes(uint32_t type)
     case GE_T_Q4_K: return SB;
     case GE_T_Q5_K: return GE_KQ_Q5K_BYTES(G);
     case GE_T_Q6_K: return GE_KQ_Q6K_BYTES(G);
+    case GE_T_Q3_K: return GE_KQ_Q3K_BYTES(G);
+    case GE_T_Q2_K: return GE_KQ_Q2K_BYTES(G);
     default: return GE_KQ_IQ4XS_BYTES(G);
     }
 }
@@ -327,13 +446,18 @@ static void gemm_packed(uint32_t type, const void *packed, int64_t cols, const g
                 const int8_t *a = act->qs + t * cols;
                 const float *da = act->d + t * nb32;
                 const int32_t *as = act->sum + t * nb32;
+                const int32_t *s16 = act->sum16 + t * 2 * nb32;
                 float *yt = y + t * ldy + g * G;
                 const int64_t n = te - t < NT ? te - t : NT;
 #define T6(k) tile6(k, gp, nsb, a, cols, da, nb32, yt, ldy, nrow)
 #define T4(k) tile(GE_T_Q4_K, k, gp, nsb, a, cols, da, as, nb32, yt, ldy, nrow)
 #define T5(k) tile(GE_T_Q5_K, k, gp, nsb, a, cols, da, as, nb32, yt, ldy, nrow)
 #define TX(k) tile(GE_T_IQ4_XS, k, gp, nsb, a, cols, da, as, nb32, yt, ldy, nrow)
+#define T3(k) tile2(GE_T_Q3_K, k, gp, nsb, a, cols, da, s16, nb32, yt, ldy, nrow)
+#define T2(k) tile2(GE_T_Q2_K, k, gp, nsb, a, cols, da, s16, nb32, yt, ldy, nrow)
                 switch (type) {
+                case GE_T_Q3_K: BY_N(n, T3); break;
+                case GE_T_Q2_K: BY_N(n, T2); break;
                 case GE_T_Q4_K: BY_N(n, T4); break;
                 case GE_T_Q5_K: BY_N(n, T5); break;
                 case GE_T_Q6_K: BY_N(n, T6); break;
@@ -343,6 +467,8 @@ static void gemm_packed(uint32_t type, const void *packed, int64_t cols, const g
 #undef T4
 #undef T5
 #undef TX
+#undef T3
+#undef T2
             }
         }
     }
@@ -363,7 +489,7 @@ void ge_kq_avx2_gemm(uint32_t type, const void *w, int64_t rows, int64_t cols,
                      const ge_q8_act *act, int64_t t0, int64_t t1, int64_t r0, int64_t r1,
                      float *y, int64_t ldy)
 {
-    if (type == GE_T_Q4_K || type == GE_T_Q5_K || type == GE_T_Q6_K || type == GE_T_IQ4_XS)
+    if (ge_kq_span(type) == GE_QK_K / 32)
         gemm_packed(type, w, cols, act, t0, t1, r0, r1, y, ldy);
     else if (ge_kq_span(type) == 1)
         ge_kq32_avx2_gemm(type, w, rows, cols, act, t0, t1, r0, r1, y, ldy);

@@ -1,5 +1,5 @@
 /* kq_avx512.c - the quantised-type GEMM, avx512 tier (AVX-512 F/BW/VL/DQ + AVX-512 VNNI):
- * Q4_K, Q5_K, Q6_K and IQ4_XS on 16-row groups (kq.h layouts, G = 16); the other types
+ * Q2_K, Q3_K, Q4_K, Q5_K, Q6_K and IQ4_XS on 16-row groups (kq.h layouts, G = 16); the other types
  * through the scalar oracle on the file's rows. Every type's integer sums are exact (bounds
  * below) and go, per super-block, through kq.h's fp32 rule in its order: bit-identical to
  * the scalar tier. |a| <= 127: the quantiser never emits -128.
@@ -23,7 +23,15 @@
  * u = v + 128 (1..241), vpdpbusd's unsigned operand; each sub-block's sum u a (|.| < 2^20)
  * is scaled by the row's int8 scale with vpmulld, and the bias comes off once per
  * super-block: 128 sum_j s_j asum_j, one vpdpwssd per two sub-blocks as Q4_K's mins
- * (|isum| < 2^27 before and after). */
+ * (|isum| < 2^27 before and after).
+ *
+ * Q3_K, Q2_K (16-value sub-blocks): the unsigned codes u (Q3_K: c + 4, 0..7, the 2-bit and
+ * third-bit planes or-ed by vpternlogd; Q2_K: c, 0..3) go to vpdpbusd; Q3_K's sums start
+ * from -4 * act->sum16 (cancelling the bias). A 16-value sub-block's exact sum fits int16
+ * (|.| <= 16 * 7 * 127 = 14224), so two sub-blocks' sums are packed as the int16 halves of
+ * each lane (a shift and a word blend) and one vpdpwssd with the rows' scale pairs adds
+ * s_j dot_j + s_j' dot_j' to the int32 isum: no vpmulld. Q2_K's mins term sum_j m_j *
+ * asum16_j is one vpdpwssd per two sub-blocks (m <= 15, |asum16| <= 2032). */
 #include <immintrin.h>
 #include <string.h>
 
@@ -238,6 +246,126 @@ static inline __attribute__((always_inline)) void tile6(const int n, const uint8
     }
 }
 
+/* (lo of p0, lo of p1) as int16 pairs from two 16-byte planes: signed bytes (sgn) or their
+ * low nibbles (else) */
+static inline __m512i pairs16(const uint8_t *p0, const uint8_t *p1, int sgn)
+{
+    __m512i a = sgn ? _mm512_cvtepi8_epi32(_mm_loadu_si128((const __m128i *)p0)) : u8x16(p0);
+    __m512i b = sgn ? _mm512_cvtepi8_epi32(_mm_loadu_si128((const __m128i *)p1)) : u8x16(p1);
+    const __m512i m = _mm512_set1_epi32(sgn ? 0xffff : 0x0f);
+    return _mm512_or_si512(_mm512_and_si512(a, m), _mm512_slli_epi32(_mm512_and_si512(b, m), 16));
+}
+
+/* Q2_K, Q3_K (ty, a constant): rows of one row group (mask m) for tokens [t, t + n) over all
+ * super-blocks */
+static inline __attribute__((always_inline)) void tile2(const uint32_t ty, const int n,
+                                                        const uint8_t *gp, int64_t nsb,
+                                                        const int8_t *a, int64_t lda,
+                                                        const float *da, const int32_t *s16,
+                                                        int64_t nb32, float *y, int64_t ldy,
+                                                        __mmask16 m)
+{
+    const int three = ty == GE_T_Q3_K;
+    const int64_t sbb = three ? GE_KQ_Q3K_BYTES(G) : GE_KQ_Q2K_BYTES(G);
+    const __m512i two = _mm512_set1_epi8(3), bit2 = _mm512_set1_epi8(4);
+    __m512 f[NT];
+#pragma GCC unroll 16
+    for (int i = 0; i < NT; i++)
+        f[i] = _mm512_setzero_ps();
+    for (int64_t s = 0; s < nsb; s++) {
+        const uint8_t *bp = gp + s * sbb, *hb = bp + 64 * G;
+        const uint8_t *sc = bp + (three ? 96 : 64) * G;
+        const int8_t *as = a + s * 256;
+        const int32_t *ss = s16 + s * 16;
+        __m512i isum[NT];
+#pragma GCC unroll 16
+        for (int i = 0; i < NT; i++)
+            isum[i] = _mm512_setzero_si512();
+        for (int vp = 0; vp < 8; vp++) { /* sub-blocks 2 vp, 2 vp + 1 */
+            const __m512i hv = _mm512_loadu_si512(hb + 4 * G * vp);
+            __m512i acc[2][NT];
+#pragma GCC unroll 2
+            for (int e = 0; e < 2; e++) {
+                const int v = 2 * vp + e;
+                const __m512i w = _mm512_loadu_si512(bp + 4 * G * v);
+#pragma GCC unroll 16
+                for (int i = 0; i < NT; i++) /* Q3_K: minus 4 asum16 cancels the bias */
+                    acc[e][i] = three ? _mm512_set1_epi32(-4 * ss[i * 2 * nb32 + v])
+                                      : _mm512_setzero_si512();
+#pragma GCC unroll 4
+                for (int q = 0; q < 4; q++) {
+                    __m512i u = _mm512_and_si512(q ? _mm512_srli_epi16(w, 2 * q) : w, two);
+                    if (three) { /* the third bit sits at bit b: to bit 2 (16-bit shifts
+                                  * that keep it in its byte) */
+                        const int b = 4 * e + q;
+                        const __m512i hs = b < 2   ? _mm512_slli_epi16(hv, 2 - b)
+                                           : b > 2 ? _mm512_srli_epi16(hv, b - 2)
+                                                   : hv;
+                        u = _mm512_ternarylogic_epi32(u, hs, bit2, 0xf8); /* a | (b & c) */
+                    }
+#pragma GCC unroll 16
+                    for (int i = 0; i < NT; i++) {
+                        if (i >= n)
+                            break;
+                        acc[e][i] = _mm512_dpbusd_epi32(
+                            acc[e][i], u, _mm512_set1_epi32(ld32(as + i * lda + 16 * v + 4 * q)));
+                    }
+                }
+            }
+            /* the two sub-blocks' sums (|.| <= 16 * 7 * 127 = 14224) as int16 pairs, times
+             * the rows' scale pairs */
+            const __m512i sv = pairs16(sc + 2 * vp * G, sc + (2 * vp + 1) * G, three);
+#pragma GCC unroll 16
+            for (int i = 0; i < NT; i++) {
+                if (i >= n)
+                    break;
+                const __m512i pr = _mm512_mask_blend_epi16(0xaaaaaaaau, acc[0][i],
+                                                           _mm512_slli_epi32(acc[1][i], 16));
+                isum[i] = _mm512_dpwssd_epi32(isum[i], pr, sv);
+            }
+        }
+        const __m512 d = _mm512_loadu_ps(sc + 16 * G);
+        if (three) {
+#pragma GCC unroll 16
+            for (int i = 0; i < NT; i++) {
+                if (i >= n)
+                    break;
+                const __m512 vda = _mm512_set1_ps(da[i * nb32 + s * 8]);
+                f[i] = _mm512_add_ps(f[i], _mm512_mul_ps(_mm512_cvtepi32_ps(isum[i]),
+                                                         _mm512_mul_ps(d, vda)));
+            }
+            continue;
+        }
+        const __m512 dmin = _mm512_loadu_ps(sc + 20 * G);
+        __m512i m2[8];
+        for (int q = 0; q < 8; q++) /* (m_2q, m_2q+1) as int16 pairs */
+            m2[q] = _mm512_or_si512(_mm512_srli_epi32(u8x16(sc + 2 * q * G), 4),
+                                    _mm512_slli_epi32(_mm512_srli_epi32(u8x16(sc + (2 * q + 1) * G), 4), 16));
+#pragma GCC unroll 16
+        for (int i = 0; i < NT; i++) {
+            if (i >= n)
+                break;
+            const int32_t *sm = ss + i * 2 * nb32;
+            __m512i msum = _mm512_setzero_si512();
+            for (int q = 0; q < 8; q++) /* (asum16_2q, asum16_2q+1) as int16 pairs */
+                msum = _mm512_dpwssd_epi32(
+                    msum, m2[q],
+                    _mm512_set1_epi32((int32_t)(((uint32_t)sm[2 * q] & 0xffffu) |
+                                                (uint32_t)sm[2 * q + 1] << 16)));
+            const __m512 vda = _mm512_set1_ps(da[i * nb32 + s * 8]);
+            const __m512 t1 = _mm512_mul_ps(_mm512_cvtepi32_ps(isum[i]), _mm512_mul_ps(d, vda));
+            const __m512 t2 = _mm512_mul_ps(_mm512_cvtepi32_ps(msum), _mm512_mul_ps(dmin, vda));
+            f[i] = _mm512_add_ps(f[i], _mm512_sub_ps(t1, t2));
+        }
+    }
+#pragma GCC unroll 16
+    for (int i = 0; i < NT; i++) {
+        if (i >= n)
+            break;
+        _mm512_mask_storeu_ps(y + i * ldy, m, f[i]);
+    }
+}
+
 /* bytes of a packed super-block of G rows */
 static int64_t sb_bytes(uint32_t type)
 {
@@ -245,6 +373,8 @@ static int64_t sb_bytes(uint32_t type)
     case GE_T_Q4_K: return SB;
     case GE_T_Q5_K: return GE_KQ_Q5K_BYTES(G);
     case GE_T_Q6_K: return GE_KQ_Q6K_BYTES(G);
+    case GE_T_Q3_K: return GE_KQ_Q3K_BYTES(G);
+    case GE_T_Q2_K: return GE_KQ_Q2K_BYTES(G);
     default: return GE_KQ_IQ4XS_BYTES(G);
     }
 }
@@ -284,7 +414,11 @@ static void gemm_packed(uint32_t type, const void *packed, int64_t cols, const g
 #define T4(k) tile(GE_T_Q4_K, k, gp, nsb, a, cols, da, as, nb32, yt, ldy, m)
 #define T5(k) tile(GE_T_Q5_K, k, gp, nsb, a, cols, da, as, nb32, yt, ldy, m)
 #define TX(k) tile(GE_T_IQ4_XS, k, gp, nsb, a, cols, da, as, nb32, yt, ldy, m)
+#define T3(k) tile2(GE_T_Q3_K, k, gp, nsb, a, cols, da, s16, nb32, yt, ldy, m)
+#define T2(k) tile2(GE_T_Q2_K, k, gp, nsb, a, cols, da, s16, nb32, yt, ldy, m)
                 switch (type) {
+                case GE_T_Q3_K: BY_N(n, T3); break;
+                case GE_T_Q2_K: BY_N(n, T2); break;
                 case GE_T_Q4_K: BY_N(n, T4); break;
                 case GE_T_Q5_K: BY_N(n, T5); break;
                 case GE_T_Q6_K: BY_N(n, T6); break;
@@ -294,6 +428,8 @@ static void gemm_packed(uint32_t type, const void *packed, int64_t cols, const g
 #undef T4
 #undef T5
 #undef TX
+#undef T3
+#undef T2
             }
         }
     }
@@ -314,7 +450,7 @@ void ge_kq_avx512_gemm(uint32_t type, const void *w, int64_t rows, int64_t cols,
                        const ge_q8_act *act, int64_t t0, int64_t t1, int64_t r0, int64_t r1,
                        float *y, int64_t ldy)
 {
-    if (type == GE_T_Q4_K || type == GE_T_Q5_K || type == GE_T_Q6_K || type == GE_T_IQ4_XS)
+    if (ge_kq_span(type) == GE_QK_K / 32)
         gemm_packed(type, w, cols, act, t0, t1, r0, r1, y, ldy);
     else if (ge_kq_span(type) == 1)
         ge_kq32_avx512_gemm(type, w, rows, cols, act, t0, t1, r0, r1, y, ldy);
