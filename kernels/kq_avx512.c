@@ -31,7 +31,13 @@
  * (|.| <= 16 * 7 * 127 = 14224), so two sub-blocks' sums are packed as the int16 halves of
  * each lane (a shift and a word blend) and one vpdpwssd with the rows' scale pairs adds
  * s_j dot_j + s_j' dot_j' to the int32 isum: no vpmulld. Q2_K's mins term sum_j m_j *
- * asum16_j is one vpdpwssd per two sub-blocks (m <= 15, |asum16| <= 2032). */
+ * asum16_j is one vpdpwssd per two sub-blocks (m <= 15, |asum16| <= 2032).
+ *
+ * Per token block and K chunk, a scratch (32 KiB of stack) holds each (token tile,
+ * super-block)'s activation scale and its seeds or int16 sum pairs side by side, reached by
+ * one pointer at constant offsets: broadcast loads instead of per-token scalar work in the
+ * loop (measured 12-18% faster on every type than forming them in place). The fp32 partial
+ * sums carry through y between K chunks (stored and reloaded exactly). */
 #include <immintrin.h>
 #include <string.h>
 
@@ -56,14 +62,36 @@ static inline __m512i u8x16(const uint8_t *p)
     return _mm512_cvtepu8_epi32(_mm_loadu_si128((const __m128i *)p));
 }
 
+/* The per-(token tile, super-block) scratch (filled once per token block and K chunk, for
+ * every row group): NE int32 words per token, then the token's activation scale (fp32 bits),
+ * each as NT tokens side by side, so that one pointer with constant offsets reaches them:
+ *   Q4_K, Q5_K, IQ4_XS: 4 words, (asum_2q, asum_2q+1) as int16 pairs (|asum| <= 4064);
+ *   Q2_K: 8 words, (asum16_2q, asum16_2q+1) as int16 pairs;
+ *   Q3_K, Q6_K: 16 words, the sub-blocks' seeds -4 (Q3_K) or -32 (Q6_K) x asum16. */
+static inline int scr_ne(uint32_t type)
+{
+    return type == GE_T_Q3_K || type == GE_T_Q6_K ? 16 : type == GE_T_Q2_K ? 8 : 4;
+}
+#define ES(ty) ((scr_ne(ty) + 1) * NT) /* int32 words per (tile, super-block) */
+
+/* the tile's accumulators: +0.0f on the first K chunk, else the partial sums left in y */
+#define LOAD_F(f, n, first, y, ldy, m)                                                     \
+    _Pragma("GCC unroll 16") for (int i = 0; i < NT; i++)                                  \
+    {                                                                                      \
+        if (i >= n)                                                                        \
+            break;                                                                         \
+        f[i] = first ? _mm512_setzero_ps() : _mm512_maskz_loadu_ps(m, y + i * ldy);        \
+    }
+
+static inline __m512 bcast_f32(const int32_t *p) { return _mm512_castsi512_ps(_mm512_set1_epi32(*p)); }
+
 /* Q4_K, Q5_K, IQ4_XS (ty, a constant): rows of one row group (mask m) for tokens
- * [t, t + n) over all super-blocks */
+ * [t, t + n) over kn super-blocks (a, gp at the K chunk; sc its scratch row) */
 static inline __attribute__((always_inline)) void tile(const uint32_t ty, const int n,
-                                                       const uint8_t *gp, int64_t nsb,
+                                                       const uint8_t *gp, int64_t kn,
                                                        const int8_t *a, int64_t lda,
-                                                       const float *da, const int32_t *asum,
-                                                       int64_t nb32, float *y, int64_t ldy,
-                                                       __mmask16 m)
+                                                       const int32_t *sc0, int first,
+                                                       float *y, int64_t ldy, __mmask16 m)
 {
     const int five = ty == GE_T_Q5_K, iq4 = ty == GE_T_IQ4_XS;
     const int64_t sbb = five ? GE_KQ_Q5K_BYTES(G) : iq4 ? GE_KQ_IQ4XS_BYTES(G) : SB;
@@ -74,12 +102,11 @@ static inline __attribute__((always_inline)) void tile(const uint32_t ty, const 
         tb[k] = (uint8_t)(ge_iq4nl_values[k] + 128);
     const __m512i tab = _mm512_broadcast_i32x4(_mm_loadu_si128((const __m128i *)tb));
     __m512 f[NT];
-#pragma GCC unroll 16
-    for (int i = 0; i < NT; i++)
-        f[i] = _mm512_setzero_ps();
-    for (int64_t s = 0; s < nsb; s++) {
+    LOAD_F(f, n, first, y, ldy, m)
+    for (int64_t s = 0; s < kn; s++) {
         const uint8_t *bp = gp + s * sbb, *hb = bp + 128 * G, *sc = bp + so, *mn = sc + 8 * G;
         const int8_t *as = a + s * 256;
+        const int32_t *e = sc0 + s * ES(ty);
         __m512i isum[NT];
 #pragma GCC unroll 16
         for (int i = 0; i < NT; i++)
@@ -144,14 +171,10 @@ static inline __attribute__((always_inline)) void tile(const uint32_t ty, const 
         for (int i = 0; i < NT; i++) {
             if (i >= n)
                 break;
-            const int32_t *sm = asum + i * nb32 + s * 8;
             __m512i msum = _mm512_setzero_si512();
-            for (int q = 0; q < 4; q++) /* (asum_2q, asum_2q+1) as int16 pairs: |.| <= 4064 */
-                msum = _mm512_dpwssd_epi32(
-                    msum, m2[q],
-                    _mm512_set1_epi32((int32_t)(((uint32_t)sm[2 * q] & 0xffffu) |
-                                                (uint32_t)sm[2 * q + 1] << 16)));
-            const __m512 vda = _mm512_set1_ps(da[i * nb32 + s * 8]);
+            for (int q = 0; q < 4; q++) /* (asum_2q, asum_2q+1) as int16 pairs */
+                msum = _mm512_dpwssd_epi32(msum, m2[q], _mm512_set1_epi32(e[q * NT + i]));
+            const __m512 vda = bcast_f32(e + 4 * NT + i);
             if (iq4) { /* the codes were biased by +128: sum_j s_j (dot_j + 128 asum_j) */
                 const __m512i is = _mm512_sub_epi32(isum[i], _mm512_slli_epi32(msum, 7));
                 f[i] = _mm512_add_ps(f[i], _mm512_mul_ps(_mm512_cvtepi32_ps(is),
@@ -173,20 +196,19 @@ static inline __attribute__((always_inline)) void tile(const uint32_t ty, const 
 
 /* Q6_K: rows of one row group (mask m) for tokens [t, t + n) over all super-blocks */
 static inline __attribute__((always_inline)) void tile6(const int n, const uint8_t *gp,
-                                                        int64_t nsb, const int8_t *a,
-                                                        int64_t lda, const float *da,
-                                                        const int32_t *s16, int64_t nb32,
-                                                        float *y, int64_t ldy, __mmask16 m)
+                                                        int64_t kn, const int8_t *a,
+                                                        int64_t lda, const int32_t *sc0,
+                                                        int first, float *y, int64_t ldy,
+                                                        __mmask16 m)
 {
     const __m512i low = _mm512_set1_epi8(0x0f), top = _mm512_set1_epi8(0x30);
     __m512 f[NT];
-#pragma GCC unroll 16
-    for (int i = 0; i < NT; i++)
-        f[i] = _mm512_setzero_ps();
-    for (int64_t s = 0; s < nsb; s++) {
+    LOAD_F(f, n, first, y, ldy, m)
+    for (int64_t s = 0; s < kn; s++) {
         const uint8_t *bp = gp + s * GE_KQ_Q6K_BYTES(G), *hb = bp + 128 * G;
         const int8_t *sc = (const int8_t *)(bp + 192 * G);
         const int8_t *as = a + s * 256;
+        const int32_t *e = sc0 + s * ES(GE_T_Q6_K);
         __m512i isum[NT];
 #pragma GCC unroll 16
         for (int i = 0; i < NT; i++)
@@ -198,7 +220,7 @@ static inline __attribute__((always_inline)) void tile6(const int n, const uint8
             for (int i = 0; i < NT; i++) {
                 if (i >= n)
                     break;
-                acc[i] = _mm512_set1_epi32(-32 * s16[i * 2 * nb32 + s * 16 + j]);
+                acc[i] = _mm512_set1_epi32(e[j * NT + i]);
             }
 #pragma GCC unroll 4
             for (int c = 4 * q; c < 4 * q + 4; c++) {
@@ -233,7 +255,7 @@ static inline __attribute__((always_inline)) void tile6(const int n, const uint8
         for (int i = 0; i < NT; i++) {
             if (i >= n)
                 break;
-            const __m512 vda = _mm512_set1_ps(da[i * nb32 + s * 8]);
+            const __m512 vda = bcast_f32(e + 16 * NT + i);
             f[i] = _mm512_add_ps(f[i], _mm512_mul_ps(_mm512_cvtepi32_ps(isum[i]),
                                                      _mm512_mul_ps(d, vda)));
         }
@@ -259,24 +281,21 @@ static inline __m512i pairs16(const uint8_t *p0, const uint8_t *p1, int sgn)
 /* Q2_K, Q3_K (ty, a constant): rows of one row group (mask m) for tokens [t, t + n) over all
  * super-blocks */
 static inline __attribute__((always_inline)) void tile2(const uint32_t ty, const int n,
-                                                        const uint8_t *gp, int64_t nsb,
+                                                        const uint8_t *gp, int64_t kn,
                                                         const int8_t *a, int64_t lda,
-                                                        const float *da, const int32_t *s16,
-                                                        int64_t nb32, float *y, int64_t ldy,
-                                                        __mmask16 m)
+                                                        const int32_t *sc0, int first,
+                                                        float *y, int64_t ldy, __mmask16 m)
 {
     const int three = ty == GE_T_Q3_K;
     const int64_t sbb = three ? GE_KQ_Q3K_BYTES(G) : GE_KQ_Q2K_BYTES(G);
     const __m512i two = _mm512_set1_epi8(3), bit2 = _mm512_set1_epi8(4);
     __m512 f[NT];
-#pragma GCC unroll 16
-    for (int i = 0; i < NT; i++)
-        f[i] = _mm512_setzero_ps();
-    for (int64_t s = 0; s < nsb; s++) {
+    LOAD_F(f, n, first, y, ldy, m)
+    for (int64_t s = 0; s < kn; s++) {
         const uint8_t *bp = gp + s * sbb, *hb = bp + 64 * G;
         const uint8_t *sc = bp + (three ? 96 : 64) * G;
         const int8_t *as = a + s * 256;
-        const int32_t *ss = s16 + s * 16;
+        const int32_t *e = sc0 + s * ES(ty);
         __m512i isum[NT];
 #pragma GCC unroll 16
         for (int i = 0; i < NT; i++)
@@ -285,19 +304,19 @@ static inline __attribute__((always_inline)) void tile2(const uint32_t ty, const
             const __m512i hv = _mm512_loadu_si512(hb + 4 * G * vp);
             __m512i acc[2][NT];
 #pragma GCC unroll 2
-            for (int e = 0; e < 2; e++) {
-                const int v = 2 * vp + e;
+            for (int h = 0; h < 2; h++) {
+                const int v = 2 * vp + h;
                 const __m512i w = _mm512_loadu_si512(bp + 4 * G * v);
 #pragma GCC unroll 16
                 for (int i = 0; i < NT; i++) /* Q3_K: minus 4 asum16 cancels the bias */
-                    acc[e][i] = three ? _mm512_set1_epi32(-4 * ss[i * 2 * nb32 + v])
+                    acc[h][i] = three ? _mm512_set1_epi32(e[v * NT + i])
                                       : _mm512_setzero_si512();
 #pragma GCC unroll 4
                 for (int q = 0; q < 4; q++) {
                     __m512i u = _mm512_and_si512(q ? _mm512_srli_epi16(w, 2 * q) : w, two);
                     if (three) { /* the third bit sits at bit b: to bit 2 (16-bit shifts
                                   * that keep it in its byte) */
-                        const int b = 4 * e + q;
+                        const int b = 4 * h + q;
                         const __m512i hs = b < 2   ? _mm512_slli_epi16(hv, 2 - b)
                                            : b > 2 ? _mm512_srli_epi16(hv, b - 2)
                                                    : hv;
@@ -307,8 +326,8 @@ static inline __attribute__((always_inline)) void tile2(const uint32_t ty, const
                     for (int i = 0; i < NT; i++) {
                         if (i >= n)
                             break;
-                        acc[e][i] = _mm512_dpbusd_epi32(
-                            acc[e][i], u, _mm512_set1_epi32(ld32(as + i * lda + 16 * v + 4 * q)));
+                        acc[h][i] = _mm512_dpbusd_epi32(
+                            acc[h][i], u, _mm512_set1_epi32(ld32(as + i * lda + 16 * v + 4 * q)));
                     }
                 }
             }
@@ -330,7 +349,7 @@ static inline __attribute__((always_inline)) void tile2(const uint32_t ty, const
             for (int i = 0; i < NT; i++) {
                 if (i >= n)
                     break;
-                const __m512 vda = _mm512_set1_ps(da[i * nb32 + s * 8]);
+                const __m512 vda = bcast_f32(e + 16 * NT + i);
                 f[i] = _mm512_add_ps(f[i], _mm512_mul_ps(_mm512_cvtepi32_ps(isum[i]),
                                                          _mm512_mul_ps(d, vda)));
             }
@@ -345,14 +364,10 @@ static inline __attribute__((always_inline)) void tile2(const uint32_t ty, const
         for (int i = 0; i < NT; i++) {
             if (i >= n)
                 break;
-            const int32_t *sm = ss + i * 2 * nb32;
             __m512i msum = _mm512_setzero_si512();
             for (int q = 0; q < 8; q++) /* (asum16_2q, asum16_2q+1) as int16 pairs */
-                msum = _mm512_dpwssd_epi32(
-                    msum, m2[q],
-                    _mm512_set1_epi32((int32_t)(((uint32_t)sm[2 * q] & 0xffffu) |
-                                                (uint32_t)sm[2 * q + 1] << 16)));
-            const __m512 vda = _mm512_set1_ps(da[i * nb32 + s * 8]);
+                msum = _mm512_dpwssd_epi32(msum, m2[q], _mm512_set1_epi32(e[q * NT + i]));
+            const __m512 vda = bcast_f32(e + 8 * NT + i);
             const __m512 t1 = _mm512_mul_ps(_mm512_cvtepi32_ps(isum[i]), _mm512_mul_ps(d, vda));
             const __m512 t2 = _mm512_mul_ps(_mm512_cvtepi32_ps(msum), _mm512_mul_ps(dmin, vda));
             f[i] = _mm512_add_ps(f[i], _mm512_sub_ps(t1, t2));
@@ -392,44 +407,80 @@ static int64_t sb_bytes(uint32_t type)
     default: CALL(8); break;                                                               \
     }
 
+#define SCR 8192 /* int32 words of scratch: 32 KiB of stack */
+
+/* the scratch rows of tokens [tb, te) (tiles of NT from tb) for super-blocks [s0, s0 + kn) */
+static void fill_scr(uint32_t type, const ge_q8_act *act, int64_t tb, int64_t te, int64_t s0,
+                     int64_t kn, int32_t *scr)
+{
+    const int ne = scr_ne(type), es = (ne + 1) * NT;
+    const int64_t nb32 = act->cols / 32;
+    for (int64_t t = tb; t < te; t++) {
+        const int i = (int)((t - tb) % NT);
+        int32_t *row = scr + (t - tb) / NT * kn * es;
+        for (int64_t s = 0; s < kn; s++) {
+            int32_t *e = row + s * es;
+            const int32_t *s32 = act->sum + t * nb32 + (s0 + s) * 8;
+            const int32_t *s16 = act->sum16 ? act->sum16 + t * 2 * nb32 + (s0 + s) * 16 : NULL;
+            for (int k = 0; k < ne; k++)
+                if (ne == 16)
+                    e[k * NT + i] = (type == GE_T_Q3_K ? -4 : -32) * s16[k];
+                else if (ne == 8)
+                    e[k * NT + i] = (int32_t)(((uint32_t)s16[2 * k] & 0xffffu) |
+                                              (uint32_t)s16[2 * k + 1] << 16);
+                else
+                    e[k * NT + i] = (int32_t)(((uint32_t)s32[2 * k] & 0xffffu) |
+                                              (uint32_t)s32[2 * k + 1] << 16);
+            memcpy(e + ne * NT + i, act->d + t * nb32 + (s0 + s) * 8, 4);
+        }
+    }
+}
+
 static void gemm_packed(uint32_t type, const void *packed, int64_t cols, const ge_q8_act *act,
                         int64_t t0, int64_t t1, int64_t r0, int64_t r1, float *y, int64_t ldy)
 {
-    const int64_t nsb = cols / GE_QK_K, nb32 = cols / 32, sbb = sb_bytes(type);
+    const int64_t nsb = cols / GE_QK_K, sbb = sb_bytes(type), es = ES(type);
+    /* K chunks of kn super-blocks with TB tokens' scratch (the fp32 partial sums carry
+     * through y, exactly) */
+    const int64_t kn0 = SCR / es / (TB / NT) < nsb ? SCR / es / (TB / NT) : nsb;
     const uint8_t *pk = packed;
+    int32_t scr[SCR];
     for (int64_t tb = t0; tb < t1; tb += TB) {
         const int64_t te = t1 - tb < TB ? t1 : tb + TB;
-        for (int64_t g = r0 / G; g * G < r1; g++) {
-            const uint8_t *gp = pk + g * nsb * sbb;
-            const int nrow = r1 - g * G < G ? (int)(r1 - g * G) : G;
-            const __mmask16 m = (__mmask16)((1u << nrow) - 1);
-            for (int64_t t = tb; t < te; t += NT) {
-                const int8_t *a = act->qs + t * cols;
-                const float *da = act->d + t * nb32;
-                const int32_t *as = act->sum + t * nb32;
-                const int32_t *s16 = act->sum16 + t * 2 * nb32;
-                float *yt = y + t * ldy + g * G;
-                const int64_t n = te - t < NT ? te - t : NT;
-#define T6(k) tile6(k, gp, nsb, a, cols, da, s16, nb32, yt, ldy, m)
-#define T4(k) tile(GE_T_Q4_K, k, gp, nsb, a, cols, da, as, nb32, yt, ldy, m)
-#define T5(k) tile(GE_T_Q5_K, k, gp, nsb, a, cols, da, as, nb32, yt, ldy, m)
-#define TX(k) tile(GE_T_IQ4_XS, k, gp, nsb, a, cols, da, as, nb32, yt, ldy, m)
-#define T3(k) tile2(GE_T_Q3_K, k, gp, nsb, a, cols, da, s16, nb32, yt, ldy, m)
-#define T2(k) tile2(GE_T_Q2_K, k, gp, nsb, a, cols, da, s16, nb32, yt, ldy, m)
-                switch (type) {
-                case GE_T_Q3_K: BY_N(n, T3); break;
-                case GE_T_Q2_K: BY_N(n, T2); break;
-                case GE_T_Q4_K: BY_N(n, T4); break;
-                case GE_T_Q5_K: BY_N(n, T5); break;
-                case GE_T_Q6_K: BY_N(n, T6); break;
-                default: BY_N(n, TX); break;
-                }
+        for (int64_t s0 = 0; s0 < nsb; s0 += kn0) {
+            const int64_t kn = nsb - s0 < kn0 ? nsb - s0 : kn0;
+            const int first = s0 == 0;
+            fill_scr(type, act, tb, te, s0, kn, scr);
+            for (int64_t g = r0 / G; g * G < r1; g++) {
+                const uint8_t *gp = pk + (g * nsb + s0) * sbb;
+                const int nrow = r1 - g * G < G ? (int)(r1 - g * G) : G;
+                const __mmask16 m = (__mmask16)((1u << nrow) - 1);
+                for (int64_t t = tb; t < te; t += NT) {
+                    const int8_t *a = act->qs + t * cols + s0 * GE_QK_K;
+                    const int32_t *sc = scr + (t - tb) / NT * kn * es;
+                    float *yt = y + t * ldy + g * G;
+                    const int64_t n = te - t < NT ? te - t : NT;
+#define T6(k) tile6(k, gp, kn, a, cols, sc, first, yt, ldy, m)
+#define T4(k) tile(GE_T_Q4_K, k, gp, kn, a, cols, sc, first, yt, ldy, m)
+#define T5(k) tile(GE_T_Q5_K, k, gp, kn, a, cols, sc, first, yt, ldy, m)
+#define TX(k) tile(GE_T_IQ4_XS, k, gp, kn, a, cols, sc, first, yt, ldy, m)
+#define T3(k) tile2(GE_T_Q3_K, k, gp, kn, a, cols, sc, first, yt, ldy, m)
+#define T2(k) tile2(GE_T_Q2_K, k, gp, kn, a, cols, sc, first, yt, ldy, m)
+                    switch (type) {
+                    case GE_T_Q3_K: BY_N(n, T3); break;
+                    case GE_T_Q2_K: BY_N(n, T2); break;
+                    case GE_T_Q4_K: BY_N(n, T4); break;
+                    case GE_T_Q5_K: BY_N(n, T5); break;
+                    case GE_T_Q6_K: BY_N(n, T6); break;
+                    default: BY_N(n, TX); break;
+                    }
 #undef T6
 #undef T4
 #undef T5
 #undef TX
 #undef T3
 #undef T2
+                }
             }
         }
     }
