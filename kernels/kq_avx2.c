@@ -81,14 +81,53 @@ static inline __m256i pair16s(const uint8_t *p)
                            _mm256_slli_epi32(v, 16));
 }
 
-/* Q4_K, Q5_K, IQ4_XS (ty, a constant): y rows [o, o + nrow) of tokens [t, t + n) over all
- * super-blocks of one row group. */
+/* The per-(token tile, super-block) scratch (filled once per token block and K chunk, for
+ * every row group): NE int32 words per token, then the token's activation scale (fp32 bits),
+ * each as NT tokens side by side, so that one pointer with constant offsets reaches them:
+ *   Q4_K, Q5_K: 4 words, (asum_2q, asum_2q+1) as int16 pairs (|asum| <= 4064);
+ *   Q2_K: 8 words, (asum16_2q, asum16_2q+1) as int16 pairs;
+ *   Q3_K: 16 words, the sub-blocks' seeds -4 x asum16 in the low int16 half;
+ *   Q6_K, IQ4_XS: none. */
+static inline int scr_ne(uint32_t type)
+{
+    switch (type) {
+    case GE_T_Q3_K: return 16;
+    case GE_T_Q2_K: return 8;
+    case GE_T_Q4_K: case GE_T_Q5_K: return 4;
+    default: return 0;
+    }
+}
+#define ES(ty) ((scr_ne(ty) + 1) * NT) /* int32 words per (tile, super-block) */
+
+static inline __m256 bcast_f32(const int32_t *p)
+{
+    return _mm256_castsi256_ps(_mm256_set1_epi32(*p));
+}
+
+/* the tile's accumulators: +0.0f on the first K chunk, else the partial sums left in y */
+#define LOAD_F(f, n, first, y, ldy, nrow)                                                  \
+    _Pragma("GCC unroll 16") for (int i = 0; i < NT; i++)                                  \
+    {                                                                                      \
+        if (i >= n)                                                                        \
+            break;                                                                         \
+        if (first) {                                                                       \
+            f[i] = _mm256_setzero_ps();                                                    \
+        } else if (nrow == G) {                                                            \
+            f[i] = _mm256_loadu_ps(y + i * ldy);                                           \
+        } else {                                                                           \
+            float tmp_[G] = {0};                                                           \
+            memcpy(tmp_, y + i * ldy, (size_t)nrow * sizeof(float));                       \
+            f[i] = _mm256_loadu_ps(tmp_);                                                  \
+        }                                                                                  \
+    }
+
+/* Q4_K, Q5_K, IQ4_XS (ty, a constant): y rows [o, o + nrow) of tokens [t, t + n) over kn
+ * super-blocks of one row group (a, gp at the K chunk; sc0 its scratch row). */
 static inline __attribute__((always_inline)) void tile(const uint32_t ty, const int n,
-                                                       const uint8_t *gp, int64_t nsb,
+                                                       const uint8_t *gp, int64_t kn,
                                                        const int8_t *a, int64_t lda,
-                                                       const float *da, const int32_t *asum,
-                                                       int64_t nb32, float *y, int64_t ldy,
-                                                       int nrow)
+                                                       const int32_t *sc0, int first,
+                                                       float *y, int64_t ldy, int nrow)
 {
     const int five = ty == GE_T_Q5_K, iq4 = ty == GE_T_IQ4_XS;
     const int64_t sbb = five ? GE_KQ_Q5K_BYTES(G) : iq4 ? GE_KQ_IQ4XS_BYTES(G) : SB;
@@ -96,12 +135,11 @@ static inline __attribute__((always_inline)) void tile(const uint32_t ty, const 
     const __m256i low = _mm256_set1_epi8(0x0f), bit4 = _mm256_set1_epi8(0x10);
     const __m256i tabv = iq4_table();
     __m256 f[NT];
-#pragma GCC unroll 16
-    for (int i = 0; i < NT; i++)
-        f[i] = _mm256_setzero_ps();
-    for (int64_t s = 0; s < nsb; s++) {
+    LOAD_F(f, n, first, y, ldy, nrow)
+    for (int64_t s = 0; s < kn; s++) {
         const uint8_t *bp = gp + s * sbb, *hb = bp + 128 * G, *sc = bp + so, *mn = sc + 8 * G;
         const int8_t *as = a + s * 256;
+        const int32_t *e = sc0 + s * ES(ty);
         __m256i isum[NT];
 #pragma GCC unroll 16
         for (int i = 0; i < NT; i++)
@@ -174,7 +212,7 @@ static inline __attribute__((always_inline)) void tile(const uint32_t ty, const 
             for (int i = 0; i < NT; i++) {
                 if (i >= n)
                     break;
-                const __m256 vda = _mm256_set1_ps(da[i * nb32 + s * 8]);
+                const __m256 vda = bcast_f32(e + scr_ne(ty) * NT + i);
                 f[i] = _mm256_add_ps(f[i], _mm256_mul_ps(_mm256_cvtepi32_ps(isum[i]),
                                                          _mm256_mul_ps(d, vda)));
             }
@@ -188,14 +226,11 @@ static inline __attribute__((always_inline)) void tile(const uint32_t ty, const 
         for (int i = 0; i < NT; i++) {
             if (i >= n)
                 break;
-            const int32_t *sm = asum + i * nb32 + s * 8;
             __m256i msum = _mm256_setzero_si256();
-            for (int q = 0; q < 4; q++) /* (asum_2q, asum_2q+1) as int16 pairs: |.| <= 4064 */
+            for (int q = 0; q < 4; q++) /* (asum_2q, asum_2q+1) as int16 pairs */
                 msum = _mm256_add_epi32(
-                    msum, _mm256_madd_epi16(m2[q], _mm256_set1_epi32((int32_t)(
-                                                       ((uint32_t)sm[2 * q] & 0xffffu) |
-                                                       (uint32_t)sm[2 * q + 1] << 16))));
-            const __m256 vda = _mm256_set1_ps(da[i * nb32 + s * 8]);
+                    msum, _mm256_madd_epi16(m2[q], _mm256_set1_epi32(e[q * NT + i])));
+            const __m256 vda = bcast_f32(e + 4 * NT + i);
             const __m256 t1 = _mm256_mul_ps(_mm256_cvtepi32_ps(isum[i]), _mm256_mul_ps(d, vda));
             const __m256 t2 =
                 _mm256_mul_ps(_mm256_cvtepi32_ps(msum), _mm256_mul_ps(dmin, vda));
@@ -216,23 +251,22 @@ static inline __attribute__((always_inline)) void tile(const uint32_t ty, const 
     }
 }
 
-/* Q6_K: y rows [o, o + nrow) of tokens [t, t + n) over all super-blocks of one row group. */
+/* Q6_K: y rows [o, o + nrow) of tokens [t, t + n) over kn super-blocks of one row group. */
 static inline __attribute__((always_inline)) void tile6(const int n, const uint8_t *gp,
-                                                        int64_t nsb, const int8_t *a,
-                                                        int64_t lda, const float *da,
-                                                        int64_t nb32, float *y, int64_t ldy,
+                                                        int64_t kn, const int8_t *a,
+                                                        int64_t lda, const int32_t *sc0,
+                                                        int first, float *y, int64_t ldy,
                                                         int nrow)
 {
     const __m256i low = _mm256_set1_epi8(0x0f), top = _mm256_set1_epi8(0x30);
     const __m256i bias = _mm256_set1_epi8(32);
     __m256 f[NT];
-#pragma GCC unroll 16
-    for (int i = 0; i < NT; i++)
-        f[i] = _mm256_setzero_ps();
-    for (int64_t s = 0; s < nsb; s++) {
+    LOAD_F(f, n, first, y, ldy, nrow)
+    for (int64_t s = 0; s < kn; s++) {
         const uint8_t *bp = gp + s * GE_KQ_Q6K_BYTES(G), *hb = bp + 128 * G;
         const int8_t *sc = (const int8_t *)(bp + 192 * G);
         const int8_t *as = a + s * 256;
+        const int32_t *e = sc0 + s * ES(GE_T_Q6_K);
         __m256i isum[NT];
 #pragma GCC unroll 16
         for (int i = 0; i < NT; i++)
@@ -281,7 +315,7 @@ static inline __attribute__((always_inline)) void tile6(const int n, const uint8
         for (int i = 0; i < NT; i++) {
             if (i >= n)
                 break;
-            const __m256 vda = _mm256_set1_ps(da[i * nb32 + s * 8]);
+            const __m256 vda = bcast_f32(e + i);
             f[i] = _mm256_add_ps(f[i], _mm256_mul_ps(_mm256_cvtepi32_ps(isum[i]),
                                                      _mm256_mul_ps(d, vda)));
         }
@@ -300,27 +334,24 @@ static inline __attribute__((always_inline)) void tile6(const int n, const uint8
     }
 }
 
-/* Q2_K, Q3_K (ty, a constant): y rows [o, o + nrow) of tokens [t, t + n) over all
+/* Q2_K, Q3_K (ty, a constant): y rows [o, o + nrow) of tokens [t, t + n) over kn
  * super-blocks of one row group */
 static inline __attribute__((always_inline)) void tile2(const uint32_t ty, const int n,
-                                                        const uint8_t *gp, int64_t nsb,
+                                                        const uint8_t *gp, int64_t kn,
                                                         const int8_t *a, int64_t lda,
-                                                        const float *da, const int32_t *s16,
-                                                        int64_t nb32, float *y, int64_t ldy,
-                                                        int nrow)
+                                                        const int32_t *sc0, int first,
+                                                        float *y, int64_t ldy, int nrow)
 {
     const int three = ty == GE_T_Q3_K;
     const int64_t sbb = three ? GE_KQ_Q3K_BYTES(G) : GE_KQ_Q2K_BYTES(G);
     const __m256i two = _mm256_set1_epi8(3), bit2 = _mm256_set1_epi8(4);
     __m256 f[NT];
-#pragma GCC unroll 16
-    for (int i = 0; i < NT; i++)
-        f[i] = _mm256_setzero_ps();
-    for (int64_t s = 0; s < nsb; s++) {
+    LOAD_F(f, n, first, y, ldy, nrow)
+    for (int64_t s = 0; s < kn; s++) {
         const uint8_t *bp = gp + s * sbb, *hb = bp + 64 * G;
         const uint8_t *sc = bp + (three ? 96 : 64) * G;
         const int8_t *as = a + s * 256;
-        const int32_t *ss = s16 + s * 16;
+        const int32_t *e = sc0 + s * ES(ty);
         __m256i isum[NT];
 #pragma GCC unroll 16
         for (int i = 0; i < NT; i++)
@@ -331,8 +362,7 @@ static inline __attribute__((always_inline)) void tile2(const uint32_t ty, const
             __m256i acc[NT];
 #pragma GCC unroll 16
             for (int i = 0; i < NT; i++) /* Q3_K: -4 asum16 in the low half cancels the bias */
-                acc[i] = three ? _mm256_set1_epi32((int32_t)((uint32_t)(-4 * ss[i * 2 * nb32 + v]) &
-                                                              0xffffu))
+                acc[i] = three ? _mm256_set1_epi32(e[v * NT + i])
                                : _mm256_setzero_si256();
 #pragma GCC unroll 4
             for (int q = 0; q < 4; q++) {
@@ -368,7 +398,7 @@ static inline __attribute__((always_inline)) void tile2(const uint32_t ty, const
             for (int i = 0; i < NT; i++) {
                 if (i >= n)
                     break;
-                const __m256 vda = _mm256_set1_ps(da[i * nb32 + s * 8]);
+                const __m256 vda = bcast_f32(e + scr_ne(ty) * NT + i);
                 f[i] = _mm256_add_ps(f[i], _mm256_mul_ps(_mm256_cvtepi32_ps(isum[i]),
                                                          _mm256_mul_ps(d, vda)));
             }
@@ -382,14 +412,11 @@ static inline __attribute__((always_inline)) void tile2(const uint32_t ty, const
         for (int i = 0; i < NT; i++) {
             if (i >= n)
                 break;
-            const int32_t *sm = ss + i * 2 * nb32;
             __m256i msum = _mm256_setzero_si256();
             for (int q = 0; q < 8; q++) /* (asum16_2q, asum16_2q+1) as int16 pairs */
                 msum = _mm256_add_epi32(
-                    msum, _mm256_madd_epi16(m2[q], _mm256_set1_epi32((int32_t)(
-                                                       ((uint32_t)sm[2 * q] & 0xffffu) |
-                                                       (uint32_t)sm[2 * q + 1] << 16))));
-            const __m256 vda = _mm256_set1_ps(da[i * nb32 + s * 8]);
+                    msum, _mm256_madd_epi16(m2[q], _mm256_set1_epi32(e[q * NT + i])));
+            const __m256 vda = bcast_f32(e + scr_ne(ty) * NT + i);
             const __m256 t1 = _mm256_mul_ps(_mm256_cvtepi32_ps(isum[i]), _mm256_mul_ps(d, vda));
             const __m256 t2 =
                 _mm256_mul_ps(_mm256_cvtepi32_ps(msum), _mm256_mul_ps(dmin, vda));
@@ -432,43 +459,79 @@ static int64_t sb_bytes(uint32_t type)
     default: CALL(4); break;                                                               \
     }
 
+#define SCR 8192 /* int32 words of scratch: 32 KiB of stack */
+
+/* the scratch rows of tokens [tb, te) (tiles of NT from tb) for super-blocks [s0, s0 + kn) */
+static void fill_scr(uint32_t type, const ge_q8_act *act, int64_t tb, int64_t te, int64_t s0,
+                     int64_t kn, int32_t *scr)
+{
+    const int ne = scr_ne(type), es = (ne + 1) * NT;
+    const int64_t nb32 = act->cols / 32;
+    for (int64_t t = tb; t < te; t++) {
+        const int i = (int)((t - tb) % NT);
+        int32_t *row = scr + (t - tb) / NT * kn * es;
+        for (int64_t s = 0; s < kn; s++) {
+            int32_t *e = row + s * es;
+            const int32_t *s32 = act->sum + t * nb32 + (s0 + s) * 8;
+            const int32_t *s16 = act->sum16 ? act->sum16 + t * 2 * nb32 + (s0 + s) * 16 : NULL;
+            for (int k = 0; k < ne; k++)
+                if (ne == 16) /* Q3_K: the seed in the low int16 half (|.| <= 8128) */
+                    e[k * NT + i] = (int32_t)((uint32_t)(-4 * s16[k]) & 0xffffu);
+                else if (ne == 8)
+                    e[k * NT + i] = (int32_t)(((uint32_t)s16[2 * k] & 0xffffu) |
+                                              (uint32_t)s16[2 * k + 1] << 16);
+                else
+                    e[k * NT + i] = (int32_t)(((uint32_t)s32[2 * k] & 0xffffu) |
+                                              (uint32_t)s32[2 * k + 1] << 16);
+            memcpy(e + ne * NT + i, act->d + t * nb32 + (s0 + s) * 8, 4);
+        }
+    }
+}
+
 static void gemm_packed(uint32_t type, const void *packed, int64_t cols, const ge_q8_act *act,
                         int64_t t0, int64_t t1, int64_t r0, int64_t r1, float *y, int64_t ldy)
 {
-    const int64_t nsb = cols / GE_QK_K, nb32 = cols / 32, sbb = sb_bytes(type);
+    const int64_t nsb = cols / GE_QK_K, sbb = sb_bytes(type), es = ES(type);
+    /* K chunks of kn super-blocks with TB tokens' scratch (the fp32 partial sums carry
+     * through y, exactly) */
+    const int64_t kn0 = SCR / es / (TB / NT) < nsb ? SCR / es / (TB / NT) : nsb;
     const uint8_t *pk = packed;
+    int32_t scr[SCR];
     for (int64_t tb = t0; tb < t1; tb += TB) {
         const int64_t te = t1 - tb < TB ? t1 : tb + TB;
-        for (int64_t g = r0 / G; g * G < r1; g++) {
-            const uint8_t *gp = pk + g * nsb * sbb;
-            const int nrow = r1 - g * G < G ? (int)(r1 - g * G) : G;
-            for (int64_t t = tb; t < te; t += NT) {
-                const int8_t *a = act->qs + t * cols;
-                const float *da = act->d + t * nb32;
-                const int32_t *as = act->sum + t * nb32;
-                const int32_t *s16 = act->sum16 + t * 2 * nb32;
-                float *yt = y + t * ldy + g * G;
-                const int64_t n = te - t < NT ? te - t : NT;
-#define T6(k) tile6(k, gp, nsb, a, cols, da, nb32, yt, ldy, nrow)
-#define T4(k) tile(GE_T_Q4_K, k, gp, nsb, a, cols, da, as, nb32, yt, ldy, nrow)
-#define T5(k) tile(GE_T_Q5_K, k, gp, nsb, a, cols, da, as, nb32, yt, ldy, nrow)
-#define TX(k) tile(GE_T_IQ4_XS, k, gp, nsb, a, cols, da, as, nb32, yt, ldy, nrow)
-#define T3(k) tile2(GE_T_Q3_K, k, gp, nsb, a, cols, da, s16, nb32, yt, ldy, nrow)
-#define T2(k) tile2(GE_T_Q2_K, k, gp, nsb, a, cols, da, s16, nb32, yt, ldy, nrow)
-                switch (type) {
-                case GE_T_Q3_K: BY_N(n, T3); break;
-                case GE_T_Q2_K: BY_N(n, T2); break;
-                case GE_T_Q4_K: BY_N(n, T4); break;
-                case GE_T_Q5_K: BY_N(n, T5); break;
-                case GE_T_Q6_K: BY_N(n, T6); break;
-                default: BY_N(n, TX); break;
-                }
+        for (int64_t s0 = 0; s0 < nsb; s0 += kn0) {
+            const int64_t kn = nsb - s0 < kn0 ? nsb - s0 : kn0;
+            const int first = s0 == 0;
+            fill_scr(type, act, tb, te, s0, kn, scr);
+            for (int64_t g = r0 / G; g * G < r1; g++) {
+                const uint8_t *gp = pk + (g * nsb + s0) * sbb;
+                const int nrow = r1 - g * G < G ? (int)(r1 - g * G) : G;
+                for (int64_t t = tb; t < te; t += NT) {
+                    const int8_t *a = act->qs + t * cols + s0 * GE_QK_K;
+                    const int32_t *sc = scr + (t - tb) / NT * kn * es;
+                    float *yt = y + t * ldy + g * G;
+                    const int64_t n = te - t < NT ? te - t : NT;
+#define T6(k) tile6(k, gp, kn, a, cols, sc, first, yt, ldy, nrow)
+#define T4(k) tile(GE_T_Q4_K, k, gp, kn, a, cols, sc, first, yt, ldy, nrow)
+#define T5(k) tile(GE_T_Q5_K, k, gp, kn, a, cols, sc, first, yt, ldy, nrow)
+#define TX(k) tile(GE_T_IQ4_XS, k, gp, kn, a, cols, sc, first, yt, ldy, nrow)
+#define T3(k) tile2(GE_T_Q3_K, k, gp, kn, a, cols, sc, first, yt, ldy, nrow)
+#define T2(k) tile2(GE_T_Q2_K, k, gp, kn, a, cols, sc, first, yt, ldy, nrow)
+                    switch (type) {
+                    case GE_T_Q3_K: BY_N(n, T3); break;
+                    case GE_T_Q2_K: BY_N(n, T2); break;
+                    case GE_T_Q4_K: BY_N(n, T4); break;
+                    case GE_T_Q5_K: BY_N(n, T5); break;
+                    case GE_T_Q6_K: BY_N(n, T6); break;
+                    default: BY_N(n, TX); break;
+                    }
 #undef T6
 #undef T4
 #undef T5
 #undef TX
 #undef T3
 #undef T2
+                }
             }
         }
     }
