@@ -52,6 +52,39 @@
  *   16*G int8 scales (16-value sub-block j of row r at 192G + j*G + r); G fp32 d.
  * 212 bytes per row and super-block against the file's 210. */
 #define GE_KQ_Q6K_BYTES(G) ((int64_t)(G) * 212)
+/* Packed layout of Q5_K: the same row groups; super-block s of group g at byte
+ * (g * nsb + s) * GE_KQ_Q5K_BYTES(G), holding the codes u = c (0..31):
+ *   G*128 nibble bytes: the low 4 bits of the codes, as Q4_K's;
+ *   G*32 fifth-bit bytes: byte 128G + ((p*2 + c/4)*G + r)*4 + j holds at bit h*4 + c%4 the
+ *     fifth bit of value 64p + 32h + 4c + j (h = 0, 1), so one load serves four chunks;
+ *   8*G scales (u8) at 160G + j*G + r, 8*G mins likewise at 168G; G fp32 d at 176G, G fp32
+ *     dmin at 180G.
+ * 184 bytes per row and super-block against the file's 176. */
+#define GE_KQ_Q5K_BYTES(G) ((int64_t)(G) * 184)
+/* Packed layout of IQ4_XS: the same row groups; super-block s of group g at byte
+ * (g * nsb + s) * GE_KQ_IQ4XS_BYTES(G):
+ *   G*128 nibble bytes as Q4_K's codes, holding the 4-bit table indices (c =
+ *     ge_iq4nl_values[index]);
+ *   8*G int8 scales (32-value sub-block j of row r at 128G + j*G + r, -32..31); G fp32 d at
+ *     136G.
+ * 140 bytes per row and super-block against the file's 136. */
+#define GE_KQ_IQ4XS_BYTES(G) ((int64_t)(G) * 140)
+/* Packed layout of Q3_K: the same row groups; super-block s of group g at byte
+ * (g * nsb + s) * GE_KQ_Q3K_BYTES(G), holding the unsigned codes u = c + 4 (0..7):
+ *   G*64 2-bit bytes: for 16-value sub-block v = 0..15, G rows x 4 bytes; byte (v*G + r)*4
+ *     + j holds at bits 2q, 2q + 1 the low 2 bits of value 16v + 4q + j (q = 0..3), so one
+ *     load serves a sub-block's four 4-value chunks;
+ *   G*32 third-bit bytes: byte 64G + ((v/2)*G + r)*4 + j holds at bit 4 (v % 2) + q the third
+ *     bit of value 16v + 4q + j (one load serves two sub-blocks);
+ *   16*G int8 scales (sub-block v of row r at 96G + v*G + r, -32..31); G fp32 d at 112G.
+ * 116 bytes per row and super-block against the file's 110. */
+#define GE_KQ_Q3K_BYTES(G) ((int64_t)(G) * 116)
+/* Packed layout of Q2_K: the same row groups, GE_KQ_Q2K_BYTES(G) per super-block:
+ *   G*64 2-bit bytes of the codes c (0..3) as Q3_K's;
+ *   16*G bytes, the file's scale | min << 4 of sub-block v of row r at 64G + v*G + r;
+ *   G fp32 d at 80G, G fp32 dmin at 84G.
+ * 88 bytes per row and super-block against the file's 84. */
+#define GE_KQ_Q2K_BYTES(G) ((int64_t)(G) * 88)
 
 #ifndef GE_KQ_H
 #define GE_KQ_H
@@ -95,7 +128,8 @@ void ge_kq32_avx512_gemm(uint32_t type, const void *w, int64_t rows, int64_t col
 void ge_kq_avxvnni_gemm(uint32_t type, const void *w, int64_t rows, int64_t cols,
                         const ge_q8_act *act, int64_t t0, int64_t t1, int64_t r0, int64_t r1,
                         float *y, int64_t ldy);
-/* kq_avx2.c (G = 8): Q4_K packed, the other types through the scalar oracle in place */
+/* kq_avx2.c (G = 8): the types with a packed layout above; the others through the scalar
+ * oracle in place */
 size_t ge_kq_avx2_packed_size(uint32_t type, int64_t rows, int64_t cols);
 void ge_kq_avx2_pack(uint32_t type, const void *src, int64_t rows, int64_t cols, void *dst,
                      int64_t r0, int64_t r1);

@@ -25,7 +25,15 @@ int ge_kq_span(uint32_t type)
 /* bytes of one packed super-block of G rows, 0 for a type without a packed layout */
 static int64_t sb_bytes(uint32_t type, int64_t G)
 {
-    return type == GE_T_Q4_K ? GE_KQ_Q4K_BYTES(G) : type == GE_T_Q6_K ? GE_KQ_Q6K_BYTES(G) : 0;
+    switch (type) {
+    case GE_T_Q4_K: return GE_KQ_Q4K_BYTES(G);
+    case GE_T_Q5_K: return GE_KQ_Q5K_BYTES(G);
+    case GE_T_Q6_K: return GE_KQ_Q6K_BYTES(G);
+    case GE_T_IQ4_XS: return GE_KQ_IQ4XS_BYTES(G);
+    case GE_T_Q3_K: return GE_KQ_Q3K_BYTES(G);
+    case GE_T_Q2_K: return GE_KQ_Q2K_BYTES(G);
+    default: return 0;
+    }
 }
 
 size_t ge_kq_packed_size_g(uint32_t type, int64_t rows, int64_t cols, int group)
@@ -44,31 +52,82 @@ size_t ge_kq_scalar_packed_size(uint32_t type, int64_t rows, int64_t cols)
 static void put_f32(uint8_t *p, float v) { memcpy(p, &v, 4); }
 
 /* One row's super-block into its lanes of the group block bp (kq.h layouts), from the
- * decoded codes: u = c (Q4_K) or c + 32 (Q6_K), unsigned. */
+ * decoded codes: the nibble plane of u = c (Q4_K, Q5_K), c + 32 (Q6_K) or the IQ4 table
+ * index of c (IQ4_XS), then the type's high bits, scales, mins and factors. */
+/* Q2_K and Q3_K: the 2-bit plane of u = c (Q2_K) or c + 4 (Q3_K), Q3_K's third-bit plane,
+ * then the scales (and mins) and factors (kq.h layouts) */
+static void pack_row2(uint32_t type, const ge_block_codes *k, uint8_t *bp, int64_t G, int64_t r)
+{
+    const int three = type == GE_T_Q3_K;
+    for (int v = 0; v < 16; v++)
+        for (int q = 0; q < 4; q++)
+            for (int j = 0; j < 4; j++) {
+                const int u = k->c[16 * v + 4 * q + j] + (three ? 4 : 0);
+                bp[(v * G + r) * 4 + j] |= (uint8_t)((u & 3) << (2 * q));
+                if (three)
+                    bp[64 * G + ((v / 2) * G + r) * 4 + j] |=
+                        (uint8_t)((u >> 2) << (4 * (v % 2) + q));
+            }
+    if (three) {
+        for (int j = 0; j < 16; j++)
+            bp[96 * G + j * G + r] = (uint8_t)(int8_t)k->s[j];
+        put_f32(bp + 112 * G + 4 * r, k->d);
+    } else {
+        for (int j = 0; j < 16; j++)
+            bp[64 * G + j * G + r] = (uint8_t)(k->s[j] | k->m[j] << 4);
+        put_f32(bp + 80 * G + 4 * r, k->d);
+        put_f32(bp + 84 * G + 4 * r, k->dmin);
+    }
+}
+
 static void pack_row(uint32_t type, const ge_block_codes *k, uint8_t *bp, int64_t G, int64_t r)
 {
-    const int bias = type == GE_T_Q6_K ? 32 : 0;
+    if (type == GE_T_Q2_K || type == GE_T_Q3_K) {
+        pack_row2(type, k, bp, G, r);
+        return;
+    }
+    int idx[256];
+    for (int i = 0; i < 256; i++) {
+        idx[i] = k->c[i] + (type == GE_T_Q6_K ? 32 : 0);
+        if (type == GE_T_IQ4_XS) /* the table's values are distinct */
+            for (int v = 0; v < 16; v++)
+                if (ge_iq4nl_values[v] == k->c[i])
+                    idx[i] = v;
+    }
     for (int p = 0; p < 4; p++)
         for (int c = 0; c < 8; c++)
             for (int j = 0; j < 4; j++) {
-                const int ua = k->c[64 * p + 4 * c + j] + bias;
-                const int ub = k->c[64 * p + 32 + 4 * c + j] + bias;
+                const int ua = idx[64 * p + 4 * c + j], ub = idx[64 * p + 32 + 4 * c + j];
                 bp[((p * 8 + c) * G + r) * 4 + j] = (uint8_t)((ua & 15) | (ub & 15) << 4);
                 if (type == GE_T_Q6_K) /* the high 2 bits: bits 4 (c % 2) .. of a byte */
                     bp[128 * G + ((p * 4 + c / 2) * G + r) * 4 + j] |=
                         (uint8_t)(((ua >> 4) | (ub >> 4) << 2) << (4 * (c % 2)));
+                if (type == GE_T_Q5_K) /* the fifth bits: bits c % 4 and 4 + c % 4 */
+                    bp[128 * G + ((p * 2 + c / 4) * G + r) * 4 + j] |=
+                        (uint8_t)(((ua >> 4) | (ub >> 4) << 4) << (c % 4));
             }
-    if (type == GE_T_Q4_K) {
+    switch (type) {
+    case GE_T_Q4_K:
+    case GE_T_Q5_K: {
+        const int64_t o = type == GE_T_Q5_K ? 160 : 128;
         for (int j = 0; j < 8; j++) {
-            bp[128 * G + j * G + r] = (uint8_t)k->s[j];
-            bp[136 * G + j * G + r] = (uint8_t)k->m[j];
+            bp[o * G + j * G + r] = (uint8_t)k->s[j];
+            bp[(o + 8) * G + j * G + r] = (uint8_t)k->m[j];
         }
-        put_f32(bp + 144 * G + 4 * r, k->d);
-        put_f32(bp + 148 * G + 4 * r, k->dmin);
-    } else {
+        put_f32(bp + (o + 16) * G + 4 * r, k->d);
+        put_f32(bp + (o + 20) * G + 4 * r, k->dmin);
+        break;
+    }
+    case GE_T_Q6_K:
         for (int j = 0; j < 16; j++)
             bp[192 * G + j * G + r] = (uint8_t)(int8_t)k->s[j];
         put_f32(bp + 208 * G + 4 * r, k->d);
+        break;
+    case GE_T_IQ4_XS:
+        for (int j = 0; j < 8; j++)
+            bp[128 * G + j * G + r] = (uint8_t)(int8_t)k->s[j];
+        put_f32(bp + 136 * G + 4 * r, k->d);
+        break;
     }
 }
 

@@ -8,7 +8,10 @@
  *   - every tier bit-identical to the scalar oracle (kq.h), whatever the (t0, t1, r0, r1)
  *     split; nothing written outside the task's range;
  *   - random bytes in every code, scale and min field (fp16 fields kept finite), so every bit
- *     of each layout is exercised.
+ *     of each layout is exercised;
+ *   - the integer extremes: every code, scale and min byte 0x00, 0xff, 0x55 or 0xaa (the
+ *     largest and smallest codes and scales of each type) against activations of +-127 in
+ *     runs of 4, 16, 32 and 256, where a kernel's int16 partial sums would overflow first.
  * argv[1] (an output folder) is not used. */
 #include <math.h>
 #include <stdarg.h>
@@ -251,6 +254,59 @@ static void gemm_shape(uint32_t type, int64_t cols, int64_t rows, int64_t n_tok)
     act_free(&a);
 }
 
+/* every weight byte b (fp16 fields kept at a small finite value), activations of +-127 with
+ * the sign flipping every run values: every tier bit-identical to the oracle */
+static void gemm_extremes(uint32_t type)
+{
+    const char *tn = ge_dtype(type)->name;
+    const ge_dtype_info *ti = ge_dtype(type);
+    const int64_t cols = 512, rows = 48, n_tok = 9, nblk = rows * (cols / ti->block);
+    static const uint8_t bytes[] = {0x00, 0xff, 0x55, 0xaa};
+    static const int runs[] = {4, 16, 32, 256};
+    uint8_t *w = xmalloc((size_t)nblk * ti->bytes);
+    float *x = xmalloc((size_t)(n_tok * cols) * sizeof *x);
+    float *ref = xmalloc((size_t)(n_tok * rows) * sizeof *ref);
+    float *y = xmalloc((size_t)(n_tok * rows) * sizeof *y);
+    ge_q8_act a;
+    act_alloc(&a, n_tok, cols, ge_kq_span(type));
+    int ok[GE_TIER_COUNT];
+    for (int i = 0; i < n_vars; i++)
+        ok[i] = 1;
+    for (size_t bi = 0; bi < sizeof bytes; bi++) {
+        memset(w, bytes[bi], (size_t)nblk * ti->bytes);
+        for (int64_t b = 0; b < nblk; b++) {
+            int off[2], nf = fp16_fields(type, off);
+            for (int f = 0; f < nf; f++) {
+                uint16_t h = ge_fp32_to_fp16(0.01f * (float)(f + 1));
+                memcpy(w + b * ti->bytes + off[f], &h, 2);
+            }
+        }
+        for (int64_t t = 0; t < n_tok; t++) { /* token t: runs[t % 4], first sign by t / 4 */
+            const int run = runs[t % 4];
+            for (int64_t c = 0; c < cols; c++)
+                x[t * cols + c] = ((c / run + t / 4) % 2) ? -1.0f : 1.0f;
+        }
+        quantize(x, cols, &a);
+        oracle->kq_gemm(type, w, rows, cols, &a, 0, n_tok, 0, rows, ref, rows);
+        for (int i = 0; i < n_vars; i++) {
+            const ge_kern *kk = vars[i].k;
+            const size_t psize = kk->kq_packed_size(type, rows, cols);
+            void *pmem = psize ? xmalloc(psize) : NULL;
+            if (psize)
+                kk->kq_pack(type, w, rows, cols, pmem, 0, rows);
+            kk->kq_gemm(type, psize ? pmem : w, rows, cols, &a, 0, n_tok, 0, rows, y, rows);
+            ok[i] &= memcmp(y, ref, (size_t)(n_tok * rows) * sizeof *y) == 0;
+            free(pmem);
+        }
+    }
+    for (int i = 0; i < n_vars; i++)
+        check(ok[i], nm("kq %s %s: extreme codes and activations bit-identical to scalar", tn,
+                        vars[i].name),
+              "differs");
+    free(w), free(x), free(ref), free(y);
+    act_free(&a);
+}
+
 int main(void)
 {
     pick_variants();
@@ -262,6 +318,7 @@ int main(void)
         gemm_shape(type, 768, 5, 1);
         if (ge_dtype(type)->block == 32)
             gemm_shape(type, 96, 3, 2); /* rows of three blocks */
+        gemm_extremes(type);
     }
     return check_done();
 }
