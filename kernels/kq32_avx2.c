@@ -119,6 +119,9 @@ static inline __attribute__((always_inline)) void tile(const uint32_t type, cons
                     p[i], _mm256_maddubs_epi16(lo, _mm256_set1_epi32(ld32(ai))));
                 p[i] = _mm256_add_epi16(
                     p[i], _mm256_maddubs_epi16(hi, _mm256_set1_epi32(ld32(ai + 16))));
+                /* keep the running sum in a register: GCC may otherwise reassociate the
+                 * adds into a tree and spill the products (as in q8_avx2.c) */
+                __asm__("" : "+x"(p[i]));
                 if (five && c % 2 == 1) { /* 8 products of <= 31 * 127 per lane: widen */
                     s[i] = _mm256_add_epi32(s[i], _mm256_madd_epi16(p[i], ones));
                     p[i] = _mm256_setzero_si256();
