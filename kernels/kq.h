@@ -95,8 +95,10 @@ void ge_kq_scalar_gemm(uint32_t type, const void *w, int64_t rows, int64_t cols,
                        float *y, int64_t ldy);
 
 /* The 32-value block family (Q4_0, Q4_1, Q5_0, Q5_1, IQ4_NL: ge_kq_span 1) has its own home,
- * kernels/kq32*.c: its packed sizes and packer (0 / nothing for a type read in place), and
- * per tier its GEMM, which the tier's kq_gemm calls for those types. */
+ * kernels/kq32*.c: its packed size and packer for row group G (kq32.c, plain C; the layout
+ * above; ge_kq_packed_size_g / ge_kq_pack_g route these types here), and per tier its GEMM
+ * on that packed form (kq32_avx2.c, G = 8; kq32_avxvnni.c, G = 8; kq32_avx512.c, G = 16),
+ * which the tier's kq_gemm calls for those types. The scalar tier reads the file's rows. */
 size_t ge_kq32_packed_size_g(uint32_t type, int64_t rows, int64_t cols, int group);
 void ge_kq32_pack_g(uint32_t type, const void *src, int64_t rows, int64_t cols, void *dst,
                     int64_t r0, int64_t r1, int group);
