@@ -3,12 +3,12 @@
  *
  * Packed layout: kq.h's 32-block layout with G = 16. Per 4-value chunk c one 64-byte load
  * holds 16 rows x 4 code bytes; masking gives the low nibbles (values 4c + j) and a 16-bit
- * shift plus mask the high ones (values 16 + 4c + j). Q5_0 / Q5_1 or in the fifth bit from the
- * block's one high-bit load (bit k of a lane moved to bit 4 by a 16-bit shift: the bits a
- * shift brings in from neighbours are masked off by vpternlogd's select of bit 4). IQ4_NL
- * turns the nibble into its table value + 128 with one vpshufb. So every type reaches
- * vpdpbusd as unsigned bytes u (0..15, 0..31, or 1..241) against the token's signed
- * activation bytes, broadcast straight from ge_q8_act.
+ * shift plus mask the high ones (values 16 + 4c + j). Q5_0 / Q5_1 add 16 where the fifth bit
+ * is set: vptestmb of the block's one high-bit load against bit k gives the byte mask of a
+ * masked vpaddb (no shifts: 6% faster than shift + vpternlogd, the shifts competing with
+ * vpdpbusd for their pipes). IQ4_NL turns the nibble into its table value + 128 with one
+ * vpshufb. So every type reaches vpdpbusd as unsigned bytes u (0..15, 0..31, or 1..241)
+ * against the token's signed activation bytes, broadcast straight from ge_q8_act.
  *
  * Exactness: u = c + bias with bias 8 (Q4_0), 16 (Q5_0), 128 (IQ4_NL), 0 (Q4_1 / Q5_1:
  * their code is u). Each block's int32 sum starts from -bias * act->sum[block], so it ends as
@@ -48,12 +48,6 @@ typedef struct {
     float da[NT];
     float fs[NT];
 } scr_t;
-
-/* the high-bit plane h with bit k of each byte moved to bit 4 (other bits: garbage) */
-static inline __m512i bit_k(__m512i h, const int k)
-{
-    return k < 4 ? _mm512_slli_epi16(h, 4 - k) : k > 4 ? _mm512_srli_epi16(h, k - 4) : h;
-}
 
 /* Rows of one row group (mask m) for tokens [t, t + n), blocks [0, kn) of the K chunk at gp
  * / a / sc; first: start from +0.0f, else continue the partial sums stored in y. type and n
@@ -103,9 +97,11 @@ static inline __attribute__((always_inline)) void tile(const uint32_t type, cons
             const __m512i w = _mm512_loadu_si512(bp + 64 * c);
             __m512i lo = _mm512_and_si512(w, low);
             __m512i hi = _mm512_and_si512(_mm512_srli_epi16(w, 4), low);
-            if (five) { /* lo | (bit_k & 0x10): vpternlogd A | (B & C) */
-                lo = _mm512_ternarylogic_epi32(lo, bit_k(h, c), b4, 0xf8);
-                hi = _mm512_ternarylogic_epi32(hi, bit_k(h, c + 4), b4, 0xf8);
+            if (five) { /* + 16 where bit c (c + 4) of the lane's high-bit byte is set */
+                const __mmask64 ml = _mm512_test_epi8_mask(h, _mm512_set1_epi8((char)(1 << c)));
+                const __mmask64 mh = _mm512_test_epi8_mask(h, _mm512_set1_epi8((char)(16 << c)));
+                lo = _mm512_mask_add_epi8(lo, ml, lo, b4);
+                hi = _mm512_mask_add_epi8(hi, mh, hi, b4);
             }
             if (iq) {
                 lo = _mm512_shuffle_epi8(tbl, lo);
