@@ -85,6 +85,26 @@
  *   G fp32 d at 80G, G fp32 dmin at 84G.
  * 88 bytes per row and super-block against the file's 84. */
 #define GE_KQ_Q2K_BYTES(G) ((int64_t)(G) * 88)
+/* Packed layout of the 32-value block family (Q4_0, Q4_1, Q5_0, Q5_1, IQ4_NL; every tier that
+ * packs them, G = its kq_row_group; kq32.c's one packer): row group g (rows g*G .. g*G+G-1)
+ * starts at byte g * nb * GE_KQ32_BYTES(G, five, min) (nb = cols / 32, five: Q5_0 / Q5_1,
+ * min: Q4_1 / Q5_1); inside it, block b (columns 32b .. 32b+31) is:
+ *   G*16 code bytes: for 4-value chunk c = 0..3, G rows x 4 bytes: byte (c*G + r)*4 + j is
+ *     the file's qs[4c + j] of row r: its low nibble holds (the low 4 bits of) value 4c + j,
+ *     its high nibble value 16 + 4c + j. One G*4-byte load gives, per nibble, the G rows of
+ *     a 4-value chunk, a vpdpbusd / maddubs operand after one mask (and shift);
+ *   five: G*4 high-bit bytes at 16G: byte 16G + r*4 + j holds at bit k (k = 0..7) the fifth
+ *     bit of value 4k + j of row r (k < 4: chunk k's low nibble, k >= 4: chunk k - 4's high
+ *     nibble), the lanes of the code loads, so one load serves the block;
+ *   G fp32 d at GE_KQ32_D_OFF(G, five), the fp16 field widened exactly (ge_fp16_to_fp32);
+ *   min: G fp32 m (the fp16 min, widened) at GE_KQ32_D_OFF(G, five) + 4G.
+ * The nibbles are stored as they are in the file (u = c + 8 for Q4_0, c + 16 for Q5_0 with
+ * the fifth bit, c for Q4_1 / Q5_1, the table index for IQ4_NL); kernels remove the bias
+ * exactly (kq32_*.c). A last partial group is padded with zero bytes (codes, d and m 0).
+ * Bytes per row and block: Q4_0 / IQ4_NL 20 (file 18), Q4_1 24 (20), Q5_0 24 (22), Q5_1 28
+ * (24). */
+#define GE_KQ32_D_OFF(G, five) ((int64_t)(G) * ((five) ? 20 : 16))
+#define GE_KQ32_BYTES(G, five, min) ((int64_t)(G) * (20 + ((five) ? 4 : 0) + ((min) ? 4 : 0)))
 
 #ifndef GE_KQ_H
 #define GE_KQ_H
@@ -108,8 +128,10 @@ void ge_kq_scalar_gemm(uint32_t type, const void *w, int64_t rows, int64_t cols,
                        float *y, int64_t ldy);
 
 /* The 32-value block family (Q4_0, Q4_1, Q5_0, Q5_1, IQ4_NL: ge_kq_span 1) has its own home,
- * kernels/kq32*.c: its packed sizes and packer (0 / nothing for a type read in place), and
- * per tier its GEMM, which the tier's kq_gemm calls for those types. */
+ * kernels/kq32*.c: its packed size and packer for row group G (kq32.c, plain C; the layout
+ * above; ge_kq_packed_size_g / ge_kq_pack_g route these types here), and per tier its GEMM
+ * on that packed form (kq32_avx2.c, G = 8; kq32_avxvnni.c, G = 8; kq32_avx512.c, G = 16),
+ * which the tier's kq_gemm calls for those types. The scalar tier reads the file's rows. */
 size_t ge_kq32_packed_size_g(uint32_t type, int64_t rows, int64_t cols, int group);
 void ge_kq32_pack_g(uint32_t type, const void *src, int64_t rows, int64_t cols, void *dst,
                     int64_t r0, int64_t r1, int group);

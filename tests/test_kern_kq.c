@@ -58,9 +58,20 @@ static void pick_variants(void)
 
 /* ---- data ---------------------------------------------------------------------------- */
 
+/* Extreme data for the 32-value blocks (0: off): every code byte of every block set to this
+ * byte + 1's low 8 bits (so 0x00 and 0xff reach the largest codes of either sign) and every
+ * activation of a token +-127 (the sign alternating per token), so the tiers' narrow integer
+ * sums meet their bounds. */
+static int extreme;
+
 static float *make_x(int64_t n_tok, int64_t cols)
 {
     float *x = xmalloc((size_t)(n_tok * cols) * sizeof *x);
+    if (extreme) {
+        for (int64_t k = 0; k < n_tok * cols; k++)
+            x[k] = k / cols % 2 ? -1.0f : 1.0f;
+        return x;
+    }
     for (int64_t t = 0; t < n_tok; t++)
         for (int64_t b = 0; b < cols / 32; b++) {
             int kind = (int)(rnd() % 40);
@@ -169,6 +180,13 @@ static void gemm_shape(uint32_t type, int64_t cols, int64_t rows, int64_t n_tok)
     if (!w) {
         printf("FAIL: out of memory\n");
         exit(1);
+    }
+    if (extreme && ti->block == 32) { /* the codes after the fp16 fields */
+        int off[2];
+        const int nf = fp16_fields(type, off);
+        for (int64_t b = 0; b < rows * (cols / 32); b++)
+            memset(w + (size_t)b * ti->bytes + 2 * nf, (extreme - 1) & 0xff,
+                   ti->bytes - 2 * nf);
     }
     float *x = make_x(n_tok, cols);
     ge_q8_act a;
@@ -316,9 +334,16 @@ int main(void)
         gemm_shape(type, 512, 64, 7);   /* the hidden width */
         gemm_shape(type, 2048, 33, 70); /* the FFN's down projection, two token blocks */
         gemm_shape(type, 768, 5, 1);
-        if (ge_dtype(type)->block == 32)
-            gemm_shape(type, 96, 3, 2); /* rows of three blocks */
         gemm_extremes(type);
+        if (ge_dtype(type)->block == 32) {
+            gemm_shape(type, 96, 3, 2);     /* rows of three blocks */
+            gemm_shape(type, 2304, 40, 19); /* more than one K chunk (64 blocks) */
+            for (int e = 0; e < 2; e++) {   /* codes at their extremes, |a| = 127 */
+                extreme = e ? 0x100 : 0x01;
+                gemm_shape(type, 512, 24, 4);
+                extreme = 0;
+            }
+        }
     }
     return check_done();
 }
