@@ -1,6 +1,6 @@
 /* kq_avx2.c - the quantised-type GEMM, avx2 tier (AVX2 + FMA + F16C): Q2_K, Q3_K, Q4_K,
- * Q5_K, Q6_K and IQ4_XS on 8-row groups (kq.h layouts, G = 8); the other types through the scalar oracle on
- * the file's rows. Every type's integer sums are exact (bounds below) and go, per
+ * Q5_K, Q6_K and IQ4_XS on 8-row groups (kq.h layouts, G = 8); the other types through the
+ * scalar oracle on the file's rows. Every type's integer sums are exact (bounds below) and go, per
  * super-block, through kq.h's fp32 rule in its order, so results are bit-identical to the
  * scalar tier. |a| <= 127: the quantiser never emits -128.
  *

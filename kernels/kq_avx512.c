@@ -28,10 +28,11 @@
  * Q3_K, Q2_K (16-value sub-blocks): the unsigned codes u (Q3_K: c + 4, 0..7, the 2-bit and
  * third-bit planes or-ed by vpternlogd; Q2_K: c, 0..3) go to vpdpbusd; Q3_K's sums start
  * from -4 * act->sum16 (cancelling the bias). A 16-value sub-block's exact sum fits int16
- * (|.| <= 16 * 7 * 127 = 14224), so two sub-blocks' sums are packed as the int16 halves of
- * each lane (a shift and a word blend) and one vpdpwssd with the rows' scale pairs adds
- * s_j dot_j + s_j' dot_j' to the int32 isum: no vpmulld. Q2_K's mins term sum_j m_j *
- * asum16_j is one vpdpwssd per two sub-blocks (m <= 15, |asum16| <= 2032).
+ * (Q3_K after its seed: |.| <= 16 * 4 * 127 = 8128; Q2_K: <= 16 * 3 * 127), so two
+ * sub-blocks' sums are packed as the int16 halves of each lane (a shift and a word blend)
+ * and one vpdpwssd with the rows' scale pairs adds s_j dot_j + s_j' dot_j' to the int32
+ * isum: no vpmulld. Q2_K's mins term sum_j m_j * asum16_j is one vpdpwssd per two
+ * sub-blocks (m <= 15, |asum16| <= 2032).
  *
  * Per token block and K chunk, a scratch (32 KiB of stack) holds each (token tile,
  * super-block)'s activation scale and its seeds or int16 sum pairs side by side, reached by
@@ -83,7 +84,10 @@ static inline int scr_ne(uint32_t type)
         f[i] = first ? _mm512_setzero_ps() : _mm512_maskz_loadu_ps(m, y + i * ldy);        \
     }
 
-static inline __m512 bcast_f32(const int32_t *p) { return _mm512_castsi512_ps(_mm512_set1_epi32(*p)); }
+static inline __m512 bcast_f32(const int32_t *p)
+{
+    return _mm512_castsi512_ps(_mm512_set1_epi32(*p));
+}
 
 /* Q4_K, Q5_K, IQ4_XS (ty, a constant): rows of one row group (mask m) for tokens
  * [t, t + n) over kn super-blocks (a, gp at the K chunk; sc its scratch row) */
@@ -331,7 +335,7 @@ static inline __attribute__((always_inline)) void tile2(const uint32_t ty, const
                     }
                 }
             }
-            /* the two sub-blocks' sums (|.| <= 16 * 7 * 127 = 14224) as int16 pairs, times
+            /* the two sub-blocks' sums (|.| <= 8128) as int16 pairs, times
              * the rows' scale pairs */
             const __m512i sv = pairs16(sc + 2 * vp * G, sc + (2 * vp + 1) * G, three);
 #pragma GCC unroll 16
@@ -358,8 +362,9 @@ static inline __attribute__((always_inline)) void tile2(const uint32_t ty, const
         const __m512 dmin = _mm512_loadu_ps(sc + 20 * G);
         __m512i m2[8];
         for (int q = 0; q < 8; q++) /* (m_2q, m_2q+1) as int16 pairs */
-            m2[q] = _mm512_or_si512(_mm512_srli_epi32(u8x16(sc + 2 * q * G), 4),
-                                    _mm512_slli_epi32(_mm512_srli_epi32(u8x16(sc + (2 * q + 1) * G), 4), 16));
+            m2[q] = _mm512_or_si512(
+                _mm512_srli_epi32(u8x16(sc + 2 * q * G), 4),
+                _mm512_slli_epi32(_mm512_srli_epi32(u8x16(sc + (2 * q + 1) * G), 4), 16));
 #pragma GCC unroll 16
         for (int i = 0; i < NT; i++) {
             if (i >= n)
