@@ -82,8 +82,9 @@ static inline __m256i pair16s(const uint8_t *p)
 }
 
 /* The per-(token tile, super-block) scratch (filled once per token block and K chunk, for
- * every row group): NE int32 words per token, then the token's activation scale (fp32 bits),
- * each as NT tokens side by side, so that one pointer with constant offsets reaches them:
+ * every row group): per token of the tile NE int32 words, then its activation scale (fp32
+ * bits), the NT tokens one after the other, so that one pointer with constant offsets
+ * reaches them:
  *   Q4_K, Q5_K: 4 words, (asum_2q, asum_2q+1) as int16 pairs (|asum| <= 4064);
  *   Q2_K: 8 words, (asum16_2q, asum16_2q+1) as int16 pairs;
  *   Q3_K: 16 words, the sub-blocks' seeds -4 x asum16 in the low int16 half;

@@ -35,10 +35,10 @@
  * sub-blocks (m <= 15, |asum16| <= 2032).
  *
  * Per token block and K chunk, a scratch (32 KiB of stack) holds each (token tile,
- * super-block)'s activation scale and its seeds or int16 sum pairs side by side, reached by
- * one pointer at constant offsets: broadcast loads instead of per-token scalar work in the
- * loop (measured 12-18% faster on every type than forming them in place). The fp32 partial
- * sums carry through y between K chunks (stored and reloaded exactly). */
+ * super-block)'s activation scales and seeds or int16 sum pairs, reached by one pointer at
+ * constant offsets: broadcast loads instead of per-token scalar work in the loop (measured
+ * 12-18% faster on every type than forming them in place). The fp32 partial sums carry
+ * through y between K chunks (stored and reloaded exactly). */
 #include <immintrin.h>
 #include <string.h>
 
@@ -64,8 +64,9 @@ static inline __m512i u8x16(const uint8_t *p)
 }
 
 /* The per-(token tile, super-block) scratch (filled once per token block and K chunk, for
- * every row group): NE int32 words per token, then the token's activation scale (fp32 bits),
- * each as NT tokens side by side, so that one pointer with constant offsets reaches them:
+ * every row group): per token of the tile NE int32 words, then its activation scale (fp32
+ * bits), the NT tokens one after the other, so that one pointer with constant offsets
+ * reaches them:
  *   Q4_K, Q5_K, IQ4_XS: 4 words, (asum_2q, asum_2q+1) as int16 pairs (|asum| <= 4064);
  *   Q2_K: 8 words, (asum16_2q, asum16_2q+1) as int16 pairs;
  *   Q3_K, Q6_K: 16 words, the sub-blocks' seeds -4 (Q3_K) or -32 (Q6_K) x asum16. */
