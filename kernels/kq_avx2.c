@@ -33,7 +33,11 @@
  * add up in int16 before one madd with the row's scale pair (s, s); for Q3_K the int16 sum
  * starts from -4 * act->sum16 in its low half, cancelling the bias exactly (either half
  * covers 8 values: |.| <= 4 * 16 * 127 + 8 * 7 * 127 = 15240). Q2_K's mins term sum_j m_j *
- * asum16_j is one madd per two sub-blocks (|asum16| <= 2032). */
+ * asum16_j is one madd per two sub-blocks (|asum16| <= 2032).
+ *
+ * As in kq_avx512.c, the activation scales, Q3_K's seeds and the int16 sum pairs come from a
+ * scratch (32 KiB of stack) filled once per token block and K chunk; the fp32 partial sums
+ * carry through y between K chunks (stored and reloaded exactly). */
 #include <immintrin.h>
 #include <string.h>
 
