@@ -33,7 +33,11 @@
  * add up in int16 before one madd with the row's scale pair (s, s); for Q3_K the int16 sum
  * starts from -4 * act->sum16 in its low half, cancelling the bias exactly (either half
  * covers 8 values: |.| <= 4 * 16 * 127 + 8 * 7 * 127 = 15240). Q2_K's mins term sum_j m_j *
- * asum16_j is one madd per two sub-blocks (|asum16| <= 2032). */
+ * asum16_j is one madd per two sub-blocks (|asum16| <= 2032).
+ *
+ * As in kq_avx512.c, the activation scales, Q3_K's seeds and the int16 sum pairs come from a
+ * scratch (32 KiB of stack) filled once per token block and K chunk; the fp32 partial sums
+ * carry through y between K chunks (stored and reloaded exactly). */
 #include <immintrin.h>
 #include <string.h>
 
@@ -82,8 +86,9 @@ static inline __m256i pair16s(const uint8_t *p)
 }
 
 /* The per-(token tile, super-block) scratch (filled once per token block and K chunk, for
- * every row group): NE int32 words per token, then the token's activation scale (fp32 bits),
- * each as NT tokens side by side, so that one pointer with constant offsets reaches them:
+ * every row group): per token of the tile NE int32 words, then its activation scale (fp32
+ * bits), the NT tokens one after the other, so that one pointer with constant offsets
+ * reaches them:
  *   Q4_K, Q5_K: 4 words, (asum_2q, asum_2q+1) as int16 pairs (|asum| <= 4064);
  *   Q2_K: 8 words, (asum16_2q, asum16_2q+1) as int16 pairs;
  *   Q3_K: 16 words, the sub-blocks' seeds -4 x asum16 in the low int16 half;
@@ -98,6 +103,7 @@ static inline int scr_ne(uint32_t type)
     }
 }
 #define ES(ty) ((scr_ne(ty) + 1) * NT) /* int32 words per (tile, super-block) */
+#define SW(ty, i, k) ((i) * (scr_ne(ty) + 1) + (k)) /* word k of the tile's token i */
 
 static inline __m256 bcast_f32(const int32_t *p)
 {
@@ -212,7 +218,7 @@ static inline __attribute__((always_inline)) void tile(const uint32_t ty, const 
             for (int i = 0; i < NT; i++) {
                 if (i >= n)
                     break;
-                const __m256 vda = bcast_f32(e + scr_ne(ty) * NT + i);
+                const __m256 vda = bcast_f32(e + SW(ty, i, scr_ne(ty)));
                 f[i] = _mm256_add_ps(f[i], _mm256_mul_ps(_mm256_cvtepi32_ps(isum[i]),
                                                          _mm256_mul_ps(d, vda)));
             }
@@ -229,8 +235,8 @@ static inline __attribute__((always_inline)) void tile(const uint32_t ty, const 
             __m256i msum = _mm256_setzero_si256();
             for (int q = 0; q < 4; q++) /* (asum_2q, asum_2q+1) as int16 pairs */
                 msum = _mm256_add_epi32(
-                    msum, _mm256_madd_epi16(m2[q], _mm256_set1_epi32(e[q * NT + i])));
-            const __m256 vda = bcast_f32(e + 4 * NT + i);
+                    msum, _mm256_madd_epi16(m2[q], _mm256_set1_epi32(e[SW(ty, i, q)])));
+            const __m256 vda = bcast_f32(e + SW(ty, i, 4));
             const __m256 t1 = _mm256_mul_ps(_mm256_cvtepi32_ps(isum[i]), _mm256_mul_ps(d, vda));
             const __m256 t2 =
                 _mm256_mul_ps(_mm256_cvtepi32_ps(msum), _mm256_mul_ps(dmin, vda));
@@ -315,7 +321,7 @@ static inline __attribute__((always_inline)) void tile6(const int n, const uint8
         for (int i = 0; i < NT; i++) {
             if (i >= n)
                 break;
-            const __m256 vda = bcast_f32(e + i);
+            const __m256 vda = bcast_f32(e + SW(GE_T_Q6_K, i, 0));
             f[i] = _mm256_add_ps(f[i], _mm256_mul_ps(_mm256_cvtepi32_ps(isum[i]),
                                                      _mm256_mul_ps(d, vda)));
         }
@@ -362,7 +368,7 @@ static inline __attribute__((always_inline)) void tile2(const uint32_t ty, const
             __m256i acc[NT];
 #pragma GCC unroll 16
             for (int i = 0; i < NT; i++) /* Q3_K: -4 asum16 in the low half cancels the bias */
-                acc[i] = three ? _mm256_set1_epi32(e[v * NT + i])
+                acc[i] = three ? _mm256_set1_epi32(e[SW(ty, i, v)])
                                : _mm256_setzero_si256();
 #pragma GCC unroll 4
             for (int q = 0; q < 4; q++) {
@@ -398,7 +404,7 @@ static inline __attribute__((always_inline)) void tile2(const uint32_t ty, const
             for (int i = 0; i < NT; i++) {
                 if (i >= n)
                     break;
-                const __m256 vda = bcast_f32(e + scr_ne(ty) * NT + i);
+                const __m256 vda = bcast_f32(e + SW(ty, i, scr_ne(ty)));
                 f[i] = _mm256_add_ps(f[i], _mm256_mul_ps(_mm256_cvtepi32_ps(isum[i]),
                                                          _mm256_mul_ps(d, vda)));
             }
@@ -415,8 +421,8 @@ static inline __attribute__((always_inline)) void tile2(const uint32_t ty, const
             __m256i msum = _mm256_setzero_si256();
             for (int q = 0; q < 8; q++) /* (asum16_2q, asum16_2q+1) as int16 pairs */
                 msum = _mm256_add_epi32(
-                    msum, _mm256_madd_epi16(m2[q], _mm256_set1_epi32(e[q * NT + i])));
-            const __m256 vda = bcast_f32(e + scr_ne(ty) * NT + i);
+                    msum, _mm256_madd_epi16(m2[q], _mm256_set1_epi32(e[SW(ty, i, q)])));
+            const __m256 vda = bcast_f32(e + SW(ty, i, scr_ne(ty)));
             const __m256 t1 = _mm256_mul_ps(_mm256_cvtepi32_ps(isum[i]), _mm256_mul_ps(d, vda));
             const __m256 t2 =
                 _mm256_mul_ps(_mm256_cvtepi32_ps(msum), _mm256_mul_ps(dmin, vda));
@@ -461,32 +467,70 @@ static int64_t sb_bytes(uint32_t type)
 
 #define SCR 8192 /* int32 words of scratch: 32 KiB of stack */
 
-/* the scratch rows of tokens [tb, te) (tiles of NT from tb) for super-blocks [s0, s0 + kn) */
+/* the scratch rows of tokens [tb, te) (tiles of NT from tb) for super-blocks [s0, s0 + kn):
+ * a few vector ops per token and super-block (the sums fit int16: |asum| <= 4064) */
 static void fill_scr(uint32_t type, const ge_q8_act *act, int64_t tb, int64_t te, int64_t s0,
                      int64_t kn, int32_t *scr)
 {
     const int ne = scr_ne(type), es = (ne + 1) * NT;
     const int64_t nb32 = act->cols / 32;
     for (int64_t t = tb; t < te; t++) {
-        const int i = (int)((t - tb) % NT);
-        int32_t *row = scr + (t - tb) / NT * kn * es;
+        int32_t *row = scr + (t - tb) / NT * kn * es + (t - tb) % NT * (ne + 1);
         for (int64_t s = 0; s < kn; s++) {
             int32_t *e = row + s * es;
             const int32_t *s32 = act->sum + t * nb32 + (s0 + s) * 8;
             const int32_t *s16 = act->sum16 ? act->sum16 + t * 2 * nb32 + (s0 + s) * 16 : NULL;
-            for (int k = 0; k < ne; k++)
-                if (ne == 16) /* Q3_K: the seed in the low int16 half (|.| <= 8128) */
-                    e[k * NT + i] = (int32_t)((uint32_t)(-4 * s16[k]) & 0xffffu);
-                else if (ne == 8)
-                    e[k * NT + i] = (int32_t)(((uint32_t)s16[2 * k] & 0xffffu) |
-                                              (uint32_t)s16[2 * k + 1] << 16);
-                else
-                    e[k * NT + i] = (int32_t)(((uint32_t)s32[2 * k] & 0xffffu) |
-                                              (uint32_t)s32[2 * k + 1] << 16);
-            memcpy(e + ne * NT + i, act->d + t * nb32 + (s0 + s) * 8, 4);
+            if (ne == 16) { /* Q3_K: the seeds -4 x asum16 in the low int16 half */
+                for (int k = 0; k < 16; k += 8) {
+                    const __m256i v = _mm256_loadu_si256((const __m256i *)(s16 + k));
+                    _mm256_storeu_si256((__m256i *)(e + k),
+                                        _mm256_and_si256(_mm256_sub_epi32(_mm256_setzero_si256(),
+                                                                          _mm256_slli_epi32(v, 2)),
+                                                         _mm256_set1_epi32(0xffff)));
+                }
+            } else if (ne == 8) { /* the 16 asum16 as int16: 8 pairs */
+                const __m256i v = _mm256_packs_epi32(
+                    _mm256_loadu_si256((const __m256i *)s16),
+                    _mm256_loadu_si256((const __m256i *)(s16 + 8)));
+                _mm256_storeu_si256((__m256i *)e, _mm256_permute4x64_epi64(v, 0xd8));
+            } else if (ne == 4) { /* the 8 asum as int16: 4 pairs */
+                const __m256i v = _mm256_loadu_si256((const __m256i *)s32);
+                _mm_storeu_si128((__m128i *)e, _mm_packs_epi32(_mm256_castsi256_si128(v),
+                                                               _mm256_extracti128_si256(v, 1)));
+            }
+            memcpy(e + ne, act->d + t * nb32 + (s0 + s) * 8, 4);
         }
     }
 }
+
+/* one tile of n tokens, per type in a function of its own (each type's register allocation
+ * on its own: measured faster than one function holding every type's tiles) */
+#define TILE_FN(name, CALL)                                                                \
+    static __attribute__((noinline)) void name(int64_t n, const uint8_t *gp, int64_t kn,   \
+                                               const int8_t *a, int64_t lda,               \
+                                               const int32_t *sc, int first, float *yt,    \
+                                               int64_t ldy, int nrow)                  \
+    {                                                                                      \
+        BY_N(n, CALL);                                                                     \
+    }
+#define T6(k) tile6(k, gp, kn, a, lda, sc, first, yt, ldy, nrow)
+#define T4(k) tile(GE_T_Q4_K, k, gp, kn, a, lda, sc, first, yt, ldy, nrow)
+#define T5(k) tile(GE_T_Q5_K, k, gp, kn, a, lda, sc, first, yt, ldy, nrow)
+#define TX(k) tile(GE_T_IQ4_XS, k, gp, kn, a, lda, sc, first, yt, ldy, nrow)
+#define T3(k) tile2(GE_T_Q3_K, k, gp, kn, a, lda, sc, first, yt, ldy, nrow)
+#define T2(k) tile2(GE_T_Q2_K, k, gp, kn, a, lda, sc, first, yt, ldy, nrow)
+TILE_FN(tiles_q6k, T6)
+TILE_FN(tiles_q4k, T4)
+TILE_FN(tiles_q5k, T5)
+TILE_FN(tiles_iq4xs, TX)
+TILE_FN(tiles_q3k, T3)
+TILE_FN(tiles_q2k, T2)
+#undef T6
+#undef T4
+#undef T5
+#undef TX
+#undef T3
+#undef T2
 
 static void gemm_packed(uint32_t type, const void *packed, int64_t cols, const ge_q8_act *act,
                         int64_t t0, int64_t t1, int64_t r0, int64_t r1, float *y, int64_t ldy)
@@ -511,26 +555,15 @@ static void gemm_packed(uint32_t type, const void *packed, int64_t cols, const g
                     const int32_t *sc = scr + (t - tb) / NT * kn * es;
                     float *yt = y + t * ldy + g * G;
                     const int64_t n = te - t < NT ? te - t : NT;
-#define T6(k) tile6(k, gp, kn, a, cols, sc, first, yt, ldy, nrow)
-#define T4(k) tile(GE_T_Q4_K, k, gp, kn, a, cols, sc, first, yt, ldy, nrow)
-#define T5(k) tile(GE_T_Q5_K, k, gp, kn, a, cols, sc, first, yt, ldy, nrow)
-#define TX(k) tile(GE_T_IQ4_XS, k, gp, kn, a, cols, sc, first, yt, ldy, nrow)
-#define T3(k) tile2(GE_T_Q3_K, k, gp, kn, a, cols, sc, first, yt, ldy, nrow)
-#define T2(k) tile2(GE_T_Q2_K, k, gp, kn, a, cols, sc, first, yt, ldy, nrow)
-                    switch (type) {
-                    case GE_T_Q3_K: BY_N(n, T3); break;
-                    case GE_T_Q2_K: BY_N(n, T2); break;
-                    case GE_T_Q4_K: BY_N(n, T4); break;
-                    case GE_T_Q5_K: BY_N(n, T5); break;
-                    case GE_T_Q6_K: BY_N(n, T6); break;
-                    default: BY_N(n, TX); break;
-                    }
-#undef T6
-#undef T4
-#undef T5
-#undef TX
-#undef T3
-#undef T2
+                    void (*fn)(int64_t, const uint8_t *, int64_t, const int8_t *, int64_t,
+                               const int32_t *, int, float *, int64_t, int) =
+                        type == GE_T_Q3_K   ? tiles_q3k
+                        : type == GE_T_Q2_K ? tiles_q2k
+                        : type == GE_T_Q4_K ? tiles_q4k
+                        : type == GE_T_Q5_K ? tiles_q5k
+                        : type == GE_T_Q6_K ? tiles_q6k
+                                            : tiles_iq4xs;
+                    fn(n, gp, kn, a, cols, sc, first, yt, ldy, nrow);
                 }
             }
         }
