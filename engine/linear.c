@@ -365,8 +365,8 @@ static ge_status run_many(ge_model *m, const float *x, int n_tok, const float *c
         /* row blocks: whole groups each; for a Q8 GEMM up to 256 rows while there are still
          * 8 tasks per thread (each call fills a scratch per token and block, which 4 row
          * groups amortised poorly: 64-row tasks ran the audio tower's GEMMs 5-8% slower);
-         * the packed 32-value block types too (kq32_*.c fill the same scratch: 256-row tasks
-         * ran a real-shape Q4_0 model's kq_gemm 18% faster at avx512) */
+         * the packed 32-value block types too (the VNNI tiers' kq32 kernels fill the same
+         * scratch: 256-row tasks ran a real-shape Q4_0 model's kq_gemm 18% faster at avx512) */
         const bool scratch = j.o[i].kind == PACK_Q8 ||
                              (j.o[i].kind == KQ && group > 1 && ge_kq_span(w->type) == 1);
         int64_t rows = 64 > group ? (64 / group) * group : group;
