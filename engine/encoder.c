@@ -53,73 +53,107 @@ static ge_status rope_tables(ge_model *m, int len, ge_err *err)
     return GE_OK;
 }
 
-/* ---- buffers ------------------------------------------------------------------------------ */
+/* ---- the wave workspace ----------------------------------------------------------------- */
 
-typedef struct {
+/* Rows of a layer after its key/value projection depend only on themselves and the keys and
+ * values, so each layer runs over the wave in chunks of CHUNK tokens: the wide per-token
+ * buffers (queries, attention output, MLP and PLE activations) hold one chunk, and only the
+ * residual stream, the normalised input, keys, values and the input embeddings span the
+ * wave. A chunk starts at a multiple of 32 tokens, so attention sees the same query blocks
+ * (attention.c) as over the whole wave; the numbers do not depend on CHUNK. */
+#define CHUNK 256
+
+struct ge_wave_ws {
+    /* [T, .] rows of the whole wave */
     float *x;     /* [T, H] residual stream */
-    float *a;     /* [T, max(H, nh*d)] branch input / output */
-    float *q;     /* [T, nh*dmax] */
+    float *a;     /* [T, H] normalised input; a chunk's branch outputs; pooled means */
     float *k, *v; /* [T, kvmax] */
-    float *o;     /* [T, nh*dmax] */
-    float *g, *u; /* [T, max(F, P)] */
     float *e0;    /* [T, H] the input embeddings (the PLE source) */
-    float *ple;   /* [T, P] this layer's per-layer input */
-    float *w;     /* [max(H, P, dmax)] one norm weight */
     int32_t *pos; /* [T] position within its sequence */
     int32_t *lo[2], *hi[2]; /* [T] visible keys, sliding (0) and full (1) layers */
-} buffers;
+    /* [CHUNK, .] rows of one chunk */
+    float *q, *o; /* [CHUNK, nh*dmax] */
+    float *g, *u; /* [CHUNK, max(F, P)] */
+    float *ple;   /* [CHUNK, P] this layer's per-layer input */
+    float *w;     /* [max(H, P, dmax)] one norm weight */
+    int cap;      /* tokens the wave rows hold */
+};
 
-#define BUFFER_FIELDS(b) \
-    {&b->x, &b->a, &b->q, &b->k, &b->v, &b->o, &b->g, &b->u, &b->e0, &b->ple, &b->w}
-
-static void free_buffers(buffers *b)
+/* Kept by the model between waves and grown to the longest: freeing and re-mapping large
+ * blocks for every wave cost about 8% of a run in page faults. */
+static void ws_free_rows(ge_wave_ws *b)
 {
-    float **fields[] = BUFFER_FIELDS(b);
-    for (size_t i = 0; i < sizeof fields / sizeof fields[0]; i++)
-        free(*fields[i]);
-    free(b->pos), free(b->lo[0]), free(b->lo[1]), free(b->hi[0]), free(b->hi[1]);
-    memset(b, 0, sizeof *b);
+    float **f[] = {&b->x, &b->a, &b->k, &b->v, &b->e0};
+    for (size_t i = 0; i < sizeof f / sizeof f[0]; i++)
+        free(*f[i]), *f[i] = NULL;
+    int32_t **n[] = {&b->pos, &b->lo[0], &b->lo[1], &b->hi[0], &b->hi[1]};
+    for (size_t i = 0; i < sizeof n / sizeof n[0]; i++)
+        free(*n[i]), *n[i] = NULL;
+    b->cap = 0;
 }
 
-static ge_status alloc_buffers(buffers *b, const ge_model *m, int T)
+void ge_encoder_free(ge_model *m)
 {
-    const ge_hparams *hp = &m->hp;
-    int dmax = 0, kvmax = 0;
-    for (int i = 0; i < hp->n_layer; i++) {
+    ge_wave_ws *b = m->wave_ws;
+    if (!b)
+        return;
+    ws_free_rows(b);
+    free(b->q), free(b->o), free(b->g), free(b->u), free(b->ple), free(b->w);
+    free(b);
+    m->wave_ws = NULL;
+}
+
+static int kv_width(const ge_model *m, int *dmax)
+{
+    int kvmax = 0;
+    *dmax = 0;
+    for (int i = 0; i < m->hp.n_layer; i++) {
         const ge_layer *l = &m->layers[i];
-        dmax = l->head_dim > dmax ? l->head_dim : dmax;
+        *dmax = l->head_dim > *dmax ? l->head_dim : *dmax;
         kvmax = l->n_kv * l->head_dim > kvmax ? l->n_kv * l->head_dim : kvmax;
     }
-    size_t qd = (size_t)hp->n_head * dmax, H = (size_t)hp->n_embd, t = (size_t)T;
-    size_t wide = qd > H ? qd : H, ff = (size_t)(hp->n_ff > hp->n_ple ? hp->n_ff : hp->n_ple);
-    size_t wlen = H > (size_t)hp->n_ple ? H : (size_t)hp->n_ple;
-    wlen = wlen > (size_t)dmax ? wlen : (size_t)dmax;
-    memset(b, 0, sizeof *b);
-    /* not zeroed: every row of every buffer is written before it is read, and zeroing a long
-     * wave's PLE buffer costs page faults */
-    b->x = ge_floats(t * H);
-    b->a = ge_floats(t * wide);
-    b->q = ge_floats(t * qd);
-    b->k = ge_floats(t * kvmax);
-    b->v = ge_floats(t * kvmax);
-    b->o = ge_floats(t * qd);
-    b->g = ge_floats(t * ff);
-    b->u = ge_floats(t * ff);
-    b->e0 = ge_floats(t * H);
-    b->ple = ge_floats(t * hp->n_ple);
-    b->w = ge_floats(wlen);
-    b->pos = calloc(t, sizeof(int32_t));
-    for (int i = 0; i < 2; i++)
-        b->lo[i] = calloc(t, sizeof(int32_t)), b->hi[i] = calloc(t, sizeof(int32_t));
-    float **fields[] = BUFFER_FIELDS(b);
-    bool ok = b->pos && b->lo[0] && b->lo[1] && b->hi[0] && b->hi[1];
-    for (size_t i = 0; i < sizeof fields / sizeof fields[0]; i++)
-        ok = ok && *fields[i];
-    if (!ok) {
-        free_buffers(b);
-        return GE_E_NOMEM;
+    return kvmax;
+}
+
+/* The model's workspace with wave rows for at least T tokens. Not zeroed: every row is
+ * written before it is read. */
+static ge_wave_ws *wave_ws(ge_model *m, int T)
+{
+    const ge_hparams *hp = &m->hp;
+    int dmax;
+    const size_t kvmax = (size_t)kv_width(m, &dmax), H = (size_t)hp->n_embd;
+    ge_wave_ws *b = m->wave_ws;
+    if (!b) {
+        if (!(b = m->wave_ws = calloc(1, sizeof *b)))
+            return NULL;
+        size_t qd = (size_t)hp->n_head * dmax, c = CHUNK, P = (size_t)hp->n_ple;
+        size_t ff = (size_t)(hp->n_ff > hp->n_ple ? hp->n_ff : hp->n_ple);
+        size_t wlen = H > P ? H : P;
+        wlen = wlen > (size_t)dmax ? wlen : (size_t)dmax;
+        b->q = ge_floats(c * qd), b->o = ge_floats(c * qd);
+        b->g = ge_floats(c * ff), b->u = ge_floats(c * ff);
+        b->ple = ge_floats(c * P), b->w = ge_floats(wlen);
+        if (!b->q || !b->o || !b->g || !b->u || !b->ple || !b->w) {
+            ge_encoder_free(m);
+            return NULL;
+        }
     }
-    return GE_OK;
+    if (T <= b->cap)
+        return b;
+    ws_free_rows(b);
+    const size_t t = (size_t)T;
+    b->x = ge_floats(t * H), b->a = ge_floats(t * H), b->e0 = ge_floats(t * H);
+    b->k = ge_floats(t * kvmax), b->v = ge_floats(t * kvmax);
+    int32_t **n[] = {&b->pos, &b->lo[0], &b->lo[1], &b->hi[0], &b->hi[1]};
+    bool ok = b->x && b->a && b->e0 && b->k && b->v;
+    for (size_t i = 0; i < sizeof n / sizeof n[0]; i++)
+        ok = (*n[i] = malloc(t * sizeof(int32_t))) && ok;
+    if (!ok) {
+        ws_free_rows(b);
+        return NULL;
+    }
+    b->cap = T;
+    return b;
 }
 
 /* ---- parallel elementwise blocks ---------------------------------------------------------- */
@@ -154,16 +188,17 @@ static void norm_rows(ge_model *m, float *x, int64_t rows, int n, const ge_tenso
     m->stats.calls[GE_OP_NORM]++;
 }
 
-/* Token-parallel elementwise steps of a layer. Each token row is computed on its own, so the
- * result does not depend on the split. */
-typedef enum { EW_ROPE, EW_GELU_MUL, EW_GELU_PLE, EW_ADD, EW_ADD_SCALE } ew_kind;
+/* Token-parallel elementwise steps of a layer over tokens [c0, c0 + n): wave rows by token,
+ * chunk rows (q, g, u, ple) from 0. Each token row is computed on its own, so the result does
+ * not depend on the split. */
+typedef enum { EW_ROPE_K, EW_ROPE_Q, EW_GELU_MUL, EW_GELU_PLE, EW_ADD, EW_ADD_SCALE } ew_kind;
 
 typedef struct {
     ge_model *m;
     ew_kind kind;
-    buffers *b;
+    ge_wave_ws *b;
     const ge_layer *l;
-    int li, T;
+    int c0, n;
 } ew_job;
 
 #define EW_TOKENS 16
@@ -172,108 +207,129 @@ static void ew_task(void *ctx, int64_t task, int worker)
 {
     const ew_job *j = ctx;
     const ge_hparams *hp = &j->m->hp;
-    const int H = hp->n_embd, F = hp->n_ff, P = hp->n_ple;
-    buffers *b = j->b;
-    int t0 = (int)task * EW_TOKENS, t1 = t0 + EW_TOKENS < j->T ? t0 + EW_TOKENS : j->T;
+    const ge_kern *kern = j->m->kern;
+    const size_t H = (size_t)hp->n_embd, F = (size_t)hp->n_ff, P = (size_t)hp->n_ple;
+    ge_wave_ws *b = j->b;
+    const int r0 = (int)task * EW_TOKENS, r1 = r0 + EW_TOKENS < j->n ? r0 + EW_TOKENS : j->n;
+    const size_t t0 = (size_t)(j->c0 + r0), rows = (size_t)(r1 - r0);
+    const ge_layer *l = j->l;
     switch (j->kind) {
-    case EW_ROPE: {
-        const ge_layer *l = j->l;
-        const int d = l->head_dim, half = d / 2, nh = hp->n_head, nkv = l->n_kv;
-        const int type = l->sliding ? 0 : 1;
-        for (int t = t0; t < t1; t++) {
-            const float *cs = j->m->rope_cos[type] + (size_t)b->pos[t] * half;
-            const float *sn = j->m->rope_sin[type] + (size_t)b->pos[t] * half;
-            j->m->kern->rope(b->q + (size_t)t * nh * d, nh, d, cs, sn);
-            j->m->kern->rope(b->k + (size_t)t * nkv * d, nkv, d, cs, sn);
+    case EW_ROPE_K:
+    case EW_ROPE_Q: {
+        const int d = l->head_dim, half = d / 2, type = l->sliding ? 0 : 1;
+        const int heads = j->kind == EW_ROPE_Q ? hp->n_head : l->n_kv;
+        float *base = j->kind == EW_ROPE_Q ? b->q + (size_t)r0 * heads * d
+                                           : b->k + t0 * heads * d;
+        for (size_t i = 0; i < rows; i++) {
+            const float *cs = j->m->rope_cos[type] + (size_t)b->pos[t0 + i] * half;
+            const float *sn = j->m->rope_sin[type] + (size_t)b->pos[t0 + i] * half;
+            kern->rope(base + i * heads * d, heads, d, cs, sn);
         }
         break;
     }
-    case EW_GELU_MUL: /* g = gelu(g) * u over [T, F] */
-        j->m->kern->act_mul(b->g + (size_t)t0 * F, b->u + (size_t)t0 * F,
-                             (int64_t)(t1 - t0) * F, GE_GELU_TANH, NULL);
+    case EW_GELU_MUL: /* g = gelu(g) * u over [n, F] */
+        kern->act_mul(b->g + (size_t)r0 * F, b->u + (size_t)r0 * F, (int64_t)(rows * F),
+                      GE_GELU_TANH, NULL);
         break;
-    case EW_GELU_PLE: /* g = gelu(g) * ple[t, li] over [T, P] */
-        for (int t = t0; t < t1; t++)
-            j->m->kern->act_mul(b->g + (size_t)t * P,
-                                 b->ple + (size_t)t * P, P, GE_GELU_TANH, NULL);
+    case EW_GELU_PLE: /* g = gelu(g) * ple over [n, P] */
+        kern->act_mul(b->g + (size_t)r0 * P, b->ple + (size_t)r0 * P, (int64_t)(rows * P),
+                      GE_GELU_TANH, NULL);
         break;
     case EW_ADD: /* x += a */
-        j->m->kern->axpy(b->x + (size_t)t0 * H, b->a + (size_t)t0 * H, (int64_t)(t1 - t0) * H,
-                         1.0f);
+        kern->axpy(b->x + t0 * H, b->a + t0 * H, (int64_t)(rows * H), 1.0f);
         break;
     case EW_ADD_SCALE: /* x = (x + a) * layer_output_scale */
-        for (size_t i = (size_t)t0 * H; i < (size_t)t1 * H; i++)
-            b->x[i] = (b->x[i] + b->a[i]) * j->l->out_scale;
+        for (size_t i = t0 * H; i < (t0 + rows) * H; i++)
+            b->x[i] = (b->x[i] + b->a[i]) * l->out_scale;
         break;
     }
 }
 
-static void elementwise(ge_model *m, ew_kind kind, buffers *b, const ge_layer *l, int li, int T)
+static void elementwise(ge_model *m, ew_kind kind, ge_wave_ws *b, const ge_layer *l, int c0,
+                        int n)
 {
-    ew_job j = {m, kind, b, l, li, T};
-    ge_parallel(m, (T + EW_TOKENS - 1) / EW_TOKENS, 0, ew_task, &j);
+    ew_job j = {m, kind, b, l, c0, n};
+    ge_parallel(m, (n + EW_TOKENS - 1) / EW_TOKENS, 0, ew_task, &j);
 }
 
 /* ---- one layer ---------------------------------------------------------------------------- */
 
-static ge_status layer_forward(ge_model *m, const ge_layer *l, int li, int T, buffers *b,
-                               ge_err *err)
+/* Tokens [c0, c0 + n) of a layer, once the whole wave's keys and values are in b:
+ * attention (queries, o_proj, post norm, residual), the MLP and the PLE block. */
+static ge_status chunk_forward(ge_model *m, const ge_layer *l, int c0, int n,
+                               ge_wave_ws *b, ge_err *err)
 {
     const ge_hparams *hp = &m->hp;
     const int H = hp->n_embd, nh = hp->n_head, d = l->head_dim, nkv = l->n_kv;
     const int type = l->sliding ? 0 : 1;
+    float *x = b->x + (size_t)c0 * H, *a = b->a + (size_t)c0 * H;
     ge_status st;
 
-    /* attention branch: a = post_norm(o_proj(attn(rope(qk_norm(q, k)), v_norm(v)))) */
-    memcpy(b->a, b->x, (size_t)T * H * sizeof(float));
-    norm_rows(m, b->a, T, H, &l->attn_norm, b->w);
-    ge_linear_out qkv[] = {{&l->wq, b->q}, {&l->wk, b->k}, {&l->wv, b->v}};
-    if ((st = ge_linear_many(m, b->a, T, qkv, 3, err)))
+    /* attention branch: a = post_norm(o_proj(attn(rope(q_norm(q)), keys, values))) */
+    ge_linear_out q[] = {{&l->wq, b->q}};
+    if ((st = ge_linear_many(m, a, n, q, 1, err)))
         return st;
-    norm_rows(m, b->q, (int64_t)T * nh, d, &l->q_norm, b->w);
-    norm_rows(m, b->k, (int64_t)T * nkv, d, &l->k_norm, b->w);
-    norm_rows(m, b->v, (int64_t)T * nkv, d, NULL, b->w);
-    elementwise(m, EW_ROPE, b, l, li, T);
+    norm_rows(m, b->q, (int64_t)n * nh, d, &l->q_norm, b->w);
+    elementwise(m, EW_ROPE_Q, b, l, c0, n);
     ge_attn_args args = {b->q, b->k, b->v, b->o, (int64_t)nh * d, (int64_t)nkv * d,
-                         (int64_t)nh * d, nh, nkv, d, 1.0f, b->lo[type], b->hi[type]};
-    ge_attention(m, &args, T);
-    ge_linear_out o_proj[] = {{&l->wo, b->a}};
-    if ((st = ge_linear_many(m, b->o, T, o_proj, 1, err)))
+                         (int64_t)nh * d, nh, nkv, d, 1.0f, b->lo[type] + c0, b->hi[type] + c0};
+    ge_attention(m, &args, n);
+    ge_linear_out o_proj[] = {{&l->wo, a}};
+    if ((st = ge_linear_many(m, b->o, n, o_proj, 1, err)))
         return st;
-    norm_rows(m, b->a, T, H, &l->post_attn_norm, b->w);
-    elementwise(m, EW_ADD, b, l, li, T);
+    norm_rows(m, a, n, H, &l->post_attn_norm, b->w);
+    elementwise(m, EW_ADD, b, l, c0, n);
 
     /* MLP branch: post_norm(down(gelu(gate(u)) * up(u))), u = pre_norm(x) */
-    memcpy(b->a, b->x, (size_t)T * H * sizeof(float));
-    norm_rows(m, b->a, T, H, &l->ffn_norm, b->w);
+    memcpy(a, x, (size_t)n * H * sizeof(float));
+    norm_rows(m, a, n, H, &l->ffn_norm, b->w);
     ge_linear_out gate_up[] = {{&l->w_gate, b->g}, {&l->w_up, b->u}};
-    if ((st = ge_linear_many(m, b->a, T, gate_up, 2, err)))
+    if ((st = ge_linear_many(m, a, n, gate_up, 2, err)))
         return st;
-    elementwise(m, EW_GELU_MUL, b, l, li, T);
-    ge_linear_out down[] = {{&l->w_down, b->a}};
-    if ((st = ge_linear_many(m, b->g, T, down, 1, err)))
+    elementwise(m, EW_GELU_MUL, b, l, c0, n);
+    ge_linear_out down[] = {{&l->w_down, a}};
+    if ((st = ge_linear_many(m, b->g, n, down, 1, err)))
         return st;
-    norm_rows(m, b->a, T, H, &l->post_ffn_norm, b->w);
-    elementwise(m, EW_ADD, b, l, li, T);
+    norm_rows(m, a, n, H, &l->post_ffn_norm, b->w);
+    elementwise(m, EW_ADD, b, l, c0, n);
 
     /* PLE block: post_norm(proj(gelu(gate(x)) * ple)), ple = norm(e0 W_ple[li]^T / sqrt(H)) */
     ge_linear_out ple_in[] = {{&l->ple_in, b->ple}};
-    if ((st = ge_linear_many(m, b->e0, T, ple_in, 1, err)))
+    if ((st = ge_linear_many(m, b->e0 + (size_t)c0 * H, n, ple_in, 1, err)))
         return st;
     const float ple_scale = 1.0f / sqrtf((float)H);
-    for (size_t i = 0; i < (size_t)T * hp->n_ple; i++)
+    for (size_t i = 0; i < (size_t)n * hp->n_ple; i++)
         b->ple[i] *= ple_scale;
-    norm_rows(m, b->ple, T, hp->n_ple, &m->ple_norm, b->w);
+    norm_rows(m, b->ple, n, hp->n_ple, &m->ple_norm, b->w);
     ge_linear_out ple_gate[] = {{&l->ple_gate, b->g}};
-    if ((st = ge_linear_many(m, b->x, T, ple_gate, 1, err)))
+    if ((st = ge_linear_many(m, x, n, ple_gate, 1, err)))
         return st;
-    elementwise(m, EW_GELU_PLE, b, l, li, T);
-    ge_linear_out ple_proj[] = {{&l->ple_proj, b->a}};
-    if ((st = ge_linear_many(m, b->g, T, ple_proj, 1, err)))
+    elementwise(m, EW_GELU_PLE, b, l, c0, n);
+    ge_linear_out ple_proj[] = {{&l->ple_proj, a}};
+    if ((st = ge_linear_many(m, b->g, n, ple_proj, 1, err)))
         return st;
-    norm_rows(m, b->a, T, H, &l->ple_post_norm, b->w);
-    elementwise(m, EW_ADD_SCALE, b, l, li, T);
+    norm_rows(m, a, n, H, &l->ple_post_norm, b->w);
+    elementwise(m, EW_ADD_SCALE, b, l, c0, n);
     return GE_OK;
+}
+
+static ge_status layer_forward(ge_model *m, const ge_layer *l, int li, int T, ge_wave_ws *b,
+                               ge_err *err)
+{
+    const int H = m->hp.n_embd, d = l->head_dim, nkv = l->n_kv;
+    ge_status st;
+    /* the whole wave's keys and values: every chunk's queries read them */
+    memcpy(b->a, b->x, (size_t)T * H * sizeof(float));
+    norm_rows(m, b->a, T, H, &l->attn_norm, b->w);
+    ge_linear_out kv[] = {{&l->wk, b->k}, {&l->wv, b->v}};
+    if ((st = ge_linear_many(m, b->a, T, kv, 2, err)))
+        return st;
+    norm_rows(m, b->k, (int64_t)T * nkv, d, &l->k_norm, b->w);
+    norm_rows(m, b->v, (int64_t)T * nkv, d, NULL, b->w);
+    elementwise(m, EW_ROPE_K, b, l, 0, T);
+    for (int c0 = 0; c0 < T && !st; c0 += CHUNK)
+        st = chunk_forward(m, l, c0, T - c0 < CHUNK ? T - c0 : CHUNK, b, err);
+    return st;
 }
 
 /* ---- one wave ----------------------------------------------------------------------------- */
@@ -287,18 +343,18 @@ static ge_status forward_wave(ge_model *m, const int32_t *ids, const float *cons
 {
     const ge_hparams *hp = &m->hp;
     const int T = (int)start[n_seq], H = hp->n_embd, L = hp->n_layer;
-    buffers b;
-    if (alloc_buffers(&b, m, T))
+    ge_wave_ws *b = wave_ws(m, T);
+    if (!b)
         return ge_fail(err, GE_E_NOMEM, "out of memory for a %d-token wave", T);
     int longest = 0;
     for (int s = 0; s < n_seq; s++) {
         int64_t s0 = start[s], s1 = start[s + 1], r = hp->swa_radius;
         longest = (int)(s1 - s0) > longest ? (int)(s1 - s0) : longest;
         for (int64_t i = s0; i < s1; i++) {
-            b.pos[i] = (int32_t)(i - s0);
-            b.lo[1][i] = (int32_t)s0, b.hi[1][i] = (int32_t)s1;
-            b.lo[0][i] = (int32_t)(i - r > s0 ? i - r : s0);
-            b.hi[0][i] = (int32_t)(i + r + 1 < s1 ? i + r + 1 : s1);
+            b->pos[i] = (int32_t)(i - s0);
+            b->lo[1][i] = (int32_t)s0, b->hi[1][i] = (int32_t)s1;
+            b->lo[0][i] = (int32_t)(i - r > s0 ? i - r : s0);
+            b->hi[0][i] = (int32_t)(i + r + 1 < s1 ? i + r + 1 : s1);
         }
     }
     ge_status st = rope_tables(m, longest, err);
@@ -313,7 +369,7 @@ static ge_status forward_wave(ge_model *m, const int32_t *ids, const float *cons
     /* input embedding: e = token_embd[id] * sqrt(H); media rows as they are */
     const float scale = sqrtf((float)H);
     for (int t = 0; t < T; t++) {
-        float *e = b.x + (size_t)t * H;
+        float *e = b->x + (size_t)t * H;
         if (media[t]) {
             memcpy(e, media[t], (size_t)H * sizeof *e);
             continue;
@@ -323,22 +379,22 @@ static ge_status forward_wave(ge_model *m, const int32_t *ids, const float *cons
             e[i] *= scale;
     }
     /* projection-only PLE comes from these merged embeddings, one layer's slice at a time */
-    memcpy(b.e0, b.x, (size_t)T * H * sizeof(float));
+    memcpy(b->e0, b->x, (size_t)T * H * sizeof(float));
 
     for (int li = 0; li < L && !st; li++)
-        st = layer_forward(m, &m->layers[li], li, T, &b, err);
+        st = layer_forward(m, &m->layers[li], li, T, b, err);
     if (st)
         goto done;
 
     /* final norm, mean over each sequence's tokens, then the (linear) projection, L2 */
-    norm_rows(m, b.x, T, H, &m->out_norm, b.w);
-    float *mean = b.a; /* [n_seq, H] */
+    norm_rows(m, b->x, T, H, &m->out_norm, b->w);
+    float *mean = b->a; /* [n_seq, H] */
     for (int s = 0; s < n_seq; s++) {
         float *ms = mean + (size_t)s * H;
         memset(ms, 0, (size_t)H * sizeof *ms);
         for (int64_t t = start[s]; t < start[s + 1]; t++)
             for (int i = 0; i < H; i++)
-                ms[i] += b.x[(size_t)t * H + i];
+                ms[i] += b->x[(size_t)t * H + i];
         for (int i = 0; i < H; i++)
             ms[i] /= (float)(start[s + 1] - start[s]);
     }
@@ -349,7 +405,6 @@ static ge_status forward_wave(ge_model *m, const int32_t *ids, const float *cons
         ge_matryoshka(out + (size_t)s * hp->n_out, hp->n_out);
 done:
     m->wave_threads = 0;
-    free_buffers(&b);
     return st;
 }
 

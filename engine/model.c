@@ -388,6 +388,7 @@ void ge_model_free(ge_model *m)
     if (!m)
         return;
     ge_linear_cache_free(m);
+    ge_encoder_free(m);
     ge_pool_free(m->pool);
     free(m->row_scratch);
     for (int i = 0; i < 2; i++)

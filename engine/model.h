@@ -52,6 +52,7 @@ typedef struct {
 typedef struct ge_packed_cache ge_packed_cache; /* linear.c */
 typedef struct ge_vision ge_vision;             /* vision.c */
 typedef struct ge_audio_tower ge_audio_tower;   /* audio_tower.c */
+typedef struct ge_wave_ws ge_wave_ws;           /* encoder.c */
 
 struct ge_model {
     ge_config cfg;
@@ -63,6 +64,7 @@ struct ge_model {
     float *row_scratch;        /* [threads][row_scratch_len]: one weight row per worker */
     size_t row_scratch_len;
     ge_packed_cache *packed;   /* repacked weights, keyed by data pointer, type and shape */
+    ge_wave_ws *wave_ws;       /* the text encoder's buffers, kept between waves */
     float *rope_cos[2], *rope_sin[2]; /* [rope_len][d/2] per layer type (0 sliding, 1 full) */
     int rope_len;
     ge_gguf *gguf;
@@ -122,6 +124,8 @@ ge_status ge_linear_many_ref(ge_model *m, const float *x, int n_tok, const float
 /* Repack weights ts[0..n) for the fast paths now rather than on first use (--prepack). */
 ge_status ge_linear_prepack(ge_model *m, const ge_tensor *const *ts, size_t n, ge_err *err);
 void ge_linear_cache_free(ge_model *m);
+/* encoder.c: free the wave workspace. */
+void ge_encoder_free(ge_model *m);
 /* Which kernel multiplies by a matrix of this ggml type on m's tier and switches, e.g.
  * "kq_gemm avx512, packed" or "reference rows" (--print-config, --bench). */
 void ge_linear_kernel(const ge_model *m, uint32_t type, char *buf, size_t n);
