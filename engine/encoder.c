@@ -81,12 +81,15 @@ struct ge_wave_ws {
 
 /* Kept by the model between waves and grown to the longest: freeing and re-mapping large
  * blocks for every wave cost about 8% of a run in page faults. */
+#define WAVE_FLOAT_ROWS(b) {&b->x, &b->a, &b->k, &b->v, &b->e0}
+#define WAVE_INT_ROWS(b) {&b->pos, &b->lo[0], &b->lo[1], &b->hi[0], &b->hi[1]}
+
 static void ws_free_rows(ge_wave_ws *b)
 {
-    float **f[] = {&b->x, &b->a, &b->k, &b->v, &b->e0};
+    float **f[] = WAVE_FLOAT_ROWS(b);
     for (size_t i = 0; i < sizeof f / sizeof f[0]; i++)
         free(*f[i]), *f[i] = NULL;
-    int32_t **n[] = {&b->pos, &b->lo[0], &b->lo[1], &b->hi[0], &b->hi[1]};
+    int32_t **n[] = WAVE_INT_ROWS(b);
     for (size_t i = 0; i < sizeof n / sizeof n[0]; i++)
         free(*n[i]), *n[i] = NULL;
     b->cap = 0;
@@ -142,10 +145,11 @@ static ge_wave_ws *wave_ws(ge_model *m, int T)
         return b;
     ws_free_rows(b);
     const size_t t = (size_t)T;
-    b->x = ge_floats(t * H), b->a = ge_floats(t * H), b->e0 = ge_floats(t * H);
-    b->k = ge_floats(t * kvmax), b->v = ge_floats(t * kvmax);
-    int32_t **n[] = {&b->pos, &b->lo[0], &b->lo[1], &b->hi[0], &b->hi[1]};
-    bool ok = b->x && b->a && b->e0 && b->k && b->v;
+    float **f[] = WAVE_FLOAT_ROWS(b);
+    int32_t **n[] = WAVE_INT_ROWS(b);
+    bool ok = true;
+    for (size_t i = 0; i < sizeof f / sizeof f[0]; i++) /* k and v: [T, kvmax], the rest [T, H] */
+        ok = (*f[i] = ge_floats(t * (f[i] == &b->k || f[i] == &b->v ? kvmax : H))) && ok;
     for (size_t i = 0; i < sizeof n / sizeof n[0]; i++)
         ok = (*n[i] = malloc(t * sizeof(int32_t))) && ok;
     if (!ok) {
@@ -313,7 +317,7 @@ static ge_status chunk_forward(ge_model *m, const ge_layer *l, int c0, int n,
     return GE_OK;
 }
 
-static ge_status layer_forward(ge_model *m, const ge_layer *l, int li, int T, ge_wave_ws *b,
+static ge_status layer_forward(ge_model *m, const ge_layer *l, int T, ge_wave_ws *b,
                                ge_err *err)
 {
     const int H = m->hp.n_embd, d = l->head_dim, nkv = l->n_kv;
@@ -382,7 +386,7 @@ static ge_status forward_wave(ge_model *m, const int32_t *ids, const float *cons
     memcpy(b->e0, b->x, (size_t)T * H * sizeof(float));
 
     for (int li = 0; li < L && !st; li++)
-        st = layer_forward(m, &m->layers[li], li, T, b, err);
+        st = layer_forward(m, &m->layers[li], T, b, err);
     if (st)
         goto done;
 

@@ -96,6 +96,9 @@ ge_status ge_tensor_bind(const ge_gguf *g, const char *name, const int64_t ne[4]
 /* Grow the per-worker weight-row scratch to rows of n values (towers wider than the text). */
 ge_status ge_model_row_scratch(ge_model *m, int64_t n, ge_err *err);
 
+/* encoder.c: free the text encoder's wave workspace (ge_model_free). */
+void ge_encoder_free(ge_model *m);
+
 /* Monotonic seconds, for the stats. */
 double ge_now(void);
 /* n floats, 64-byte aligned and not zeroed (free() them): the GEMM kernels store whole cache
@@ -124,8 +127,6 @@ ge_status ge_linear_many_ref(ge_model *m, const float *x, int n_tok, const float
 /* Repack weights ts[0..n) for the fast paths now rather than on first use (--prepack). */
 ge_status ge_linear_prepack(ge_model *m, const ge_tensor *const *ts, size_t n, ge_err *err);
 void ge_linear_cache_free(ge_model *m);
-/* encoder.c: free the wave workspace. */
-void ge_encoder_free(ge_model *m);
 /* Which kernel multiplies by a matrix of this ggml type on m's tier and switches, e.g.
  * "kq_gemm avx512, packed" or "reference rows" (--print-config, --bench). */
 void ge_linear_kernel(const ge_model *m, uint32_t type, char *buf, size_t n);
