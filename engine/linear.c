@@ -262,8 +262,8 @@ static void quant_task(void *ctx, int64_t i, int worker)
 }
 
 static ge_status quantize(ge_model *m, const ge_kern *k, const float *x, int n_tok,
-                          int64_t cols, int span, const float *clip, ge_q8_act **out,
-                          ge_err *err)
+                          int64_t cols, int span, bool sums16, const float *clip,
+                          ge_q8_act **out, ge_err *err)
 {
     ge_packed_cache *c = cache_of(m);
     size_t nq = (size_t)n_tok * (size_t)cols, nd = nq / 32;
@@ -281,7 +281,7 @@ static ge_status quantize(ge_model *m, const ge_kern *k, const float *x, int n_t
         c->act.sum = malloc(nd * sizeof *c->act.sum);
         c->act_cap_d = c->act.d && c->act.sum ? nd : 0;
     }
-    const size_t n16 = span == GE_Q8_K_SPAN ? 2 * nd : 0;
+    const size_t n16 = sums16 ? 2 * nd : 0;
     if (n16 > c->act_cap_16) {
         free(c->sum16);
         c->sum16 = malloc(n16 * sizeof *c->sum16);
@@ -328,6 +328,7 @@ static ge_status run_many(ge_model *m, const float *x, int n_tok, const float *c
     gemm_job j = {.m = m, .x = x, .n_tok = n_tok, .n = n_outs};
     j.n_tb = (n_tok + TOKEN_BLOCK - 1) / TOKEN_BLOCK;
     const ge_kern *qk = NULL;
+    bool sums16 = false; /* some output's kernel reads act->sum16 */
     j.first_task[0] = 0;
     if (n_outs < 1 || n_outs > MAX_OUTS)
         return ge_fail(err, GE_E_INTERNAL, "ge_linear_many: %d outputs", n_outs);
@@ -353,6 +354,7 @@ static ge_status run_many(ge_model *m, const float *x, int n_tok, const float *c
             qk = k;
         } else if ((k = kq_kernels(m, w->type))) {
             j.o[i].k = k, j.o[i].kind = KQ, qk = k;
+            sums16 |= ge_kq_uses_sum16(w->type);
             if (k->kq_packed_size(w->type, w->ne1, w->ne0))
                 group = k->kq_row_group;
             else /* read in place */
@@ -368,8 +370,7 @@ static ge_status run_many(ge_model *m, const float *x, int n_tok, const float *c
          * groups amortised poorly: 64-row tasks ran the audio tower's GEMMs 5-8% slower);
          * the packed 32-value block types too (the VNNI tiers' kq32 kernels fill the same
          * scratch: 256-row tasks ran a real-shape Q4_0 model's kq_gemm 18% faster at avx512) */
-        const bool scratch = j.o[i].kind == PACK_Q8 ||
-                             (j.o[i].kind == KQ && group > 1 && ge_kq_span(w->type) == 1);
+        const bool scratch = j.o[i].kind == PACK_Q8 || (j.o[i].kind == KQ && group > 1);
         int64_t rows = 64 > group ? (64 / group) * group : group;
         while (scratch && rows < 256 &&
                (w->ne1 + 2 * rows - 1) / (2 * rows) * j.n_tb >= 8 * (int64_t)m->threads)
@@ -380,7 +381,7 @@ static ge_status run_many(ge_model *m, const float *x, int n_tok, const float *c
     }
     if (qk) {
         ge_q8_act *act = NULL;
-        ge_status st = quantize(m, qk, x, n_tok, outs[0].w->ne0, span, clip, &act, err);
+        ge_status st = quantize(m, qk, x, n_tok, outs[0].w->ne0, span, sums16, clip, &act, err);
         if (st)
             return st;
         j.act = act;

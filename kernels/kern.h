@@ -44,8 +44,9 @@ typedef struct {
     int8_t *qs;   /* [n_tok][cols] */
     float *d;     /* [n_tok][cols / 32] */
     int32_t *sum; /* [n_tok][cols / 32]: sum of the block's qs (for the +128 bias trick) */
-    int32_t *sum16; /* [n_tok][cols / 16]: sums of 16 qs, for span GE_Q8_K_SPAN (the kq
-                     * kernels' 16-value sub-blocks; ge_q8_sum16 fills it), else NULL */
+    int32_t *sum16; /* [n_tok][cols / 16]: sums of 16 qs, for span GE_Q8_K_SPAN when a kq
+                     * kernel reads them (16-value sub-blocks: ge_kq_uses_sum16; ge_q8_sum16
+                     * fills it), else NULL */
     int64_t n_tok, cols;
     int span;     /* blocks per scale: 1 or GE_Q8_WIDE (the quantiser reads it) */
     bool clip;    /* quantise clamp(x) to [lo, hi] (the clamp kernel's rule: NaN passes) */

@@ -114,6 +114,9 @@
 /* 1 for the 32-block types, 8 (256 values) for the 256-block ones; 0 for types this family
  * does not compute. */
 int ge_kq_span(uint32_t type);
+/* whether the type's kernels read act->sum16 (Q2_K, Q3_K, Q6_K: 16-value sub-blocks); the
+ * quantiser fills it only then (it cost 1.3% of a Q4_K_M run when always filled) */
+bool ge_kq_uses_sum16(uint32_t type);
 
 /* Shared by all tiers (plain C, kq_scalar.c): the packed size (0 for a type the tier reads
  * in place) and packer of rows [r0, r1) (r0 a multiple of G; r1 too, or rows) for group G. */
