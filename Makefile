@@ -76,8 +76,16 @@ demo: $(BIN)
 	./$(BIN) -m testdata/tiny-f32.gguf --dim 128 -o build/demo.npy testdata/demo.jsonl
 	./$(BIN) -m testdata/tiny-f32.gguf --dim 128 testdata/demo.jsonl | cut -c1-110
 
+# make test: the whole suite (what CI runs); make check: the quick loop (unit and kernel
+# tests, tiny goldens, CLI basics); make test-full: the suite and the long sweeps
+# (tests/README.md). TESTS="PATTERN ..." runs only the tests whose names contain one.
+RUN_TESTS = BIN=./$(BIN) BUILD=$(BUILD) OUT=$(BUILD)/test-out PYTHON=$(PYTHON) bash tests/run
 test: tests
-	@BIN=./$(BIN) BUILD=$(BUILD) OUT=$(BUILD)/test-out PYTHON=$(PYTHON) bash tests/run
+	@$(RUN_TESTS) $(TESTS)
+check: tests
+	@$(RUN_TESTS) --check $(TESTS)
+test-full: tests
+	@$(RUN_TESTS) --full $(TESTS)
 
 deps:
 	bash tools/install-deps
@@ -104,7 +112,7 @@ install: $(BIN)
 clean:
 	rm -rf build gemmaembed
 
-.PHONY: all tests test demo deps install clean bench
+.PHONY: all tests test check test-full demo deps install clean bench
 -include $(shell find build -name '*.d' 2>/dev/null)
 
 # Q8_0 GEMM benchmark (not part of make test): GMAC/s per tier at the model's shapes next to
