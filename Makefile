@@ -11,8 +11,8 @@ PREFIX  ?= /usr/local
 CFLAGS  ?= -O2
 WARN     = -std=c11 -Wall -Wextra -Werror -Wshadow -Wno-unused-parameter
 CPPFLAGS += -D_GNU_SOURCE -Iengine -Ikernels
-LDLIBS  += -ljansson -lz -lxxhash -ljpeg -lpng -lwebpdemux -lwebp -lsndfile -lsoxr -lavformat -lavcodec -lswscale \
-           -lavutil -lmpg123 -lm -lpthread
+LDLIBS  += -ljansson -lz -lxxhash -ljpeg -lpng -lwebpdemux -lwebp -lsndfile -lsoxr \
+           -lmpg123 -lm -lpthread
 
 ifeq ($(SAN),1)
 BUILD   = build/san

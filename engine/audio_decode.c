@@ -40,9 +40,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include <libavcodec/avcodec.h>
-#include <libavformat/avformat.h>
-#include <libavutil/log.h>
 #include <mpg123.h>
 #include <sndfile.h>
 #include <soxr.h>
@@ -631,7 +628,8 @@ static ge_status push_frame(sink *s, const AVFrame *f, float **conv, size_t *con
 static ge_status decode_ffmpeg(const uint8_t *p, size_t len, int64_t max, ge_audio *out,
                                int *probed, ge_err *err)
 {
-    ge_av_quiet();
+    if (ge_av_quiet("audio", err))
+        return err->code;
     int score = 0;
     const AVInputFormat *ifmt = ge_av_probe(p, len, &score);
     const char *fmt = NULL;

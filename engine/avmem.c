@@ -1,14 +1,14 @@
 /* avmem.c - FFmpeg's libavformat over a file held in memory, shared by audio_decode.c and
  * video_decode.c (see avmem.h). */
+#include <dlfcn.h>
 #include <pthread.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
 
-#include <libavutil/log.h>
-
 #include "avmem.h"
-#include "ge.h"
+
+struct ge_av_api ge_av;
 
 static _Thread_local char av_last[200]; /* FFmpeg's last error line on this thread */
 
@@ -23,13 +23,59 @@ static void quiet(void *avcl, int level, const char *fmt, va_list vl)
         av_last[--k] = 0;
 }
 
+#define STR_(x) #x
+#define STR(x) STR_(x)
 static pthread_once_t once = PTHREAD_ONCE_INIT;
-static void setup(void) { av_log_set_callback(quiet); }
+static char load_error[300]; /* empty once loaded */
 
-void ge_av_quiet(void)
+static void setup(void)
+{
+    /* avformat first: it loads the others it was linked against, the same files */
+    static const struct {
+        const char *lib, *soname;
+    } libs[] = {{"avformat", "libavformat.so." STR(LIBAVFORMAT_VERSION_MAJOR)},
+                {"avcodec", "libavcodec.so." STR(LIBAVCODEC_VERSION_MAJOR)},
+                {"avutil", "libavutil.so." STR(LIBAVUTIL_VERSION_MAJOR)},
+                {"swscale", "libswscale.so." STR(LIBSWSCALE_VERSION_MAJOR)}};
+    void *h[sizeof libs / sizeof libs[0]];
+    for (size_t i = 0; i < sizeof libs / sizeof libs[0]; i++)
+        if (!(h[i] = dlopen(libs[i].soname, RTLD_NOW | RTLD_LOCAL))) {
+            const char *e = dlerror();
+            snprintf(load_error, sizeof load_error, "%s", e ? e : libs[i].soname);
+            return;
+        }
+    /* the table's members in order: every one a function pointer, so slot k of the struct
+     * is the k-th name's (the names stringised before the redirections expand them) */
+#define GE_AV_NAME(l, f) {#l, #f},
+    static const struct {
+        const char *lib, *name;
+    } fns[] = {GE_AV_FUNCS(GE_AV_NAME)};
+#undef GE_AV_NAME
+    _Static_assert(sizeof fns / sizeof fns[0] * sizeof(void *) == sizeof ge_av,
+                   "one pointer per name");
+    for (size_t k = 0; k < sizeof fns / sizeof fns[0]; k++) {
+        void *sym = NULL;
+        for (size_t i = 0; i < sizeof libs / sizeof libs[0]; i++)
+            if (!strcmp(libs[i].lib, fns[k].lib))
+                sym = dlsym(h[i], fns[k].name);
+        if (!sym) {
+            snprintf(load_error, sizeof load_error, "lib%s has no %s", fns[k].lib,
+                     fns[k].name);
+            return;
+        }
+        memcpy((char *)&ge_av + k * sizeof sym, &sym, sizeof sym);
+    }
+    av_log_set_callback(quiet);
+}
+
+ge_status ge_av_quiet(const char *what, ge_err *err)
 {
     pthread_once(&once, setup);
+    if (load_error[0])
+        return ge_fail(err, GE_E_UNSUPPORTED, "%s: FFmpeg's libraries could not be loaded "
+                       "(%s)", what, load_error);
     av_last[0] = 0;
+    return GE_OK;
 }
 
 const AVInputFormat *ge_av_probe(const uint8_t *p, size_t len, int *score)
@@ -134,7 +180,8 @@ const char *ge_av_why(char *buf, size_t n, int ret)
 ge_status ge_media_streams(const void *bytes, size_t len, int *video, int *audio, ge_err *err)
 {
     *video = *audio = 0;
-    ge_av_quiet();
+    if (ge_av_quiet("media", err))
+        return err->code;
     int score = 0;
     const AVInputFormat *f = ge_av_probe(bytes, len, &score);
     ge_av_input in;

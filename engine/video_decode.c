@@ -57,11 +57,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include <libavcodec/avcodec.h>
-#include <libavformat/avformat.h>
-#include <libavutil/display.h>
-#include <libavutil/pixdesc.h>
-#include <libswscale/swscale.h>
 
 #include "avmem.h"
 #include "ge.h"
@@ -653,7 +648,8 @@ ge_status ge_video_decode(const void *bytes, size_t len, const ge_video_limits *
                        "supported: JPEG, PNG, WebP are)", t.what, t.name);
     if (t.kind == GE_MEDIA_AUDIO && strcmp(t.name, "M4A") != 0)
         return ge_fail(err, GE_E_UNSUPPORTED, "video: %s, not a video", t.what);
-    ge_av_quiet();
+    if (ge_av_quiet("video", err))
+        return err->code;
     int score = 0;
     vdec v = {0};
     v.ifmt = ge_av_probe(p, len, &score);
