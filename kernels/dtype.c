@@ -83,7 +83,6 @@ float ge_bf16_to_fp32(uint16_t h)
 }
 
 static uint16_t load_u16(const uint8_t *p) { return (uint16_t)(p[0] | (p[1] << 8)); }
-static float load_f16(const uint8_t *p) { return ge_fp16_to_fp32(load_u16(p)); }
 
 const int8_t ge_iq4nl_values[16] = {-127, -104, -83, -65, -49, -35, -22, -10,
                                     1,    13,   25,  38,  53,  69,  89,  113};
@@ -134,8 +133,8 @@ void ge_block_decode(uint32_t type, const uint8_t *p, ge_block_codes *k)
                                 : 0;
         const int bias = type == GE_T_Q4_0 ? 8 : type == GE_T_Q5_0 ? 16 : 0;
         k->n = 32, k->sub = 32, k->has_min = has_min, k->s[0] = 1;
-        k->d = load_f16(p);
-        k->dmin = has_min ? load_f16(p + 2) : 0.0f;
+        k->d = ge_fp16_at(p);
+        k->dmin = has_min ? ge_fp16_at(p + 2) : 0.0f;
         for (int i = 0; i < 32; i++) {
             int c = nibble(qs, i) | (int)((h >> i) & 1) << 4;
             k->c[i] = (int8_t)(type == GE_T_IQ4_NL ? ge_iq4nl_values[c] : c - bias);
@@ -144,7 +143,7 @@ void ge_block_decode(uint32_t type, const uint8_t *p, ge_block_codes *k)
     }
     case GE_T_Q2_K: /* 2-bit code i: byte 32 (i / 128) + i % 32 of qs, bits 2 ((i % 128) / 32) */
         k->n = 256, k->sub = 16, k->has_min = true;
-        k->d = load_f16(p + 80), k->dmin = load_f16(p + 82);
+        k->d = ge_fp16_at(p + 80), k->dmin = ge_fp16_at(p + 82);
         for (int j = 0; j < 16; j++)
             k->s[j] = p[j] & 0xf, k->m[j] = p[j] >> 4;
         for (int i = 0; i < 256; i++)
@@ -153,7 +152,7 @@ void ge_block_decode(uint32_t type, const uint8_t *p, ge_block_codes *k)
     case GE_T_Q3_K: { /* the same 2-bit order; bit i / 32 of hmask[i % 32] clear: minus 4 */
         int8_t sc[16];
         ge_q3k_scales(p + 96, sc);
-        k->n = 256, k->sub = 16, k->d = load_f16(p + 108);
+        k->n = 256, k->sub = 16, k->d = ge_fp16_at(p + 108);
         for (int j = 0; j < 16; j++)
             k->s[j] = sc[j];
         for (int i = 0; i < 256; i++) {
@@ -168,7 +167,7 @@ void ge_block_decode(uint32_t type, const uint8_t *p, ge_block_codes *k)
         const bool five = type == GE_T_Q5_K;
         const uint8_t *qh = p + 16, *qs = p + (five ? 48 : 16);
         k->n = 256, k->sub = 32, k->has_min = true;
-        k->d = load_f16(p), k->dmin = load_f16(p + 2);
+        k->d = ge_fp16_at(p), k->dmin = ge_fp16_at(p + 2);
         for (int j = 0; j < 8; j++) {
             uint8_t sc, mn;
             ge_k4_scale_min(p + 4, j, &sc, &mn);
@@ -181,7 +180,7 @@ void ge_block_decode(uint32_t type, const uint8_t *p, ge_block_codes *k)
     }
     case GE_T_Q6_K: /* halves of 128; quarter q = (i % 128) / 32 of a half: low nibble from
                      * ql[64 h + 32 (q % 2) + l] (nibble q / 2), high 2 bits from qh[32 h + l] */
-        k->n = 256, k->sub = 16, k->d = load_f16(p + 208);
+        k->n = 256, k->sub = 16, k->d = ge_fp16_at(p + 208);
         for (int j = 0; j < 16; j++)
             k->s[j] = (int8_t)p[192 + j];
         for (int i = 0; i < 256; i++) {
@@ -192,7 +191,7 @@ void ge_block_decode(uint32_t type, const uint8_t *p, ge_block_codes *k)
         }
         break;
     case GE_T_IQ4_XS:
-        k->n = 256, k->sub = 32, k->d = load_f16(p);
+        k->n = 256, k->sub = 32, k->d = ge_fp16_at(p);
         for (int j = 0; j < 8; j++) {
             k->s[j] = ge_iq4xs_scale(p, j);
             for (int l = 0; l < 32; l++)
@@ -229,7 +228,7 @@ void ge_dequant_row(uint32_t type, const void *row, float *dst, size_t n)
         break;
     case GE_T_F16:
         for (size_t i = 0; i < n; i++)
-            dst[i] = ge_fp16_to_fp32(load_u16(p + 2 * i));
+            dst[i] = ge_fp16_at(p + 2 * i);
         break;
     case GE_T_BF16:
         for (size_t i = 0; i < n; i++)
@@ -237,7 +236,7 @@ void ge_dequant_row(uint32_t type, const void *row, float *dst, size_t n)
         break;
     case GE_T_Q8_0:
         for (size_t b = 0; b < n / GE_QK8_0; b++, p += sizeof(ge_block_q8_0)) {
-            float d = ge_fp16_to_fp32(load_u16(p));
+            float d = ge_fp16_at(p);
             const int8_t *q = (const int8_t *)(p + 2);
             for (int i = 0; i < GE_QK8_0; i++)
                 dst[b * GE_QK8_0 + i] = d * (float)q[i];
@@ -284,7 +283,7 @@ float ge_dot_row(uint32_t type, const void *row, const float *x, size_t n)
             for (int i = 0; i < GE_QK8_0; i++)
                 s[i & 7] += (float)q[i] * x[b * GE_QK8_0 + i];
             float bs = ((s[0] + s[4]) + (s[1] + s[5])) + ((s[2] + s[6]) + (s[3] + s[7]));
-            sum += ge_fp16_to_fp32(load_u16(p)) * bs;
+            sum += ge_fp16_at(p) * bs;
         }
         return sum;
     }

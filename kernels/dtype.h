@@ -76,6 +76,11 @@ typedef struct {
 const ge_dtype_info *ge_dtype(uint32_t type);
 
 float ge_fp16_to_fp32(uint16_t h);
+/* the little-endian fp16 field at p (a block's d, dmin...), widened exactly */
+static inline float ge_fp16_at(const uint8_t *p)
+{
+    return ge_fp16_to_fp32((uint16_t)(p[0] | p[1] << 8));
+}
 uint16_t ge_fp32_to_fp16(float f);
 float ge_bf16_to_fp32(uint16_t h);
 

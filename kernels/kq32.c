@@ -20,11 +20,6 @@ size_t ge_kq32_packed_size_g(uint32_t type, int64_t rows, int64_t cols, int grou
     return (size_t)((rows + group - 1) / group * (cols / 32) * GE_KQ32_BYTES(group, five, min));
 }
 
-static float f16_at(const uint8_t *p)
-{
-    return ge_fp16_to_fp32((uint16_t)(p[0] | p[1] << 8));
-}
-
 void ge_kq32_pack_g(uint32_t type, const void *src, int64_t rows, int64_t cols, void *dst,
                     int64_t r0, int64_t r1, int group)
 {
@@ -57,10 +52,10 @@ void ge_kq32_pack_g(uint32_t type, const void *src, int64_t rows, int64_t cols, 
                         bp[16 * G + r * 4 + j] = (uint8_t)v;
                     }
                 }
-                const float d = f16_at(p);
+                const float d = ge_fp16_at(p);
                 memcpy(bp + doff + 4 * r, &d, 4);
                 if (min) {
-                    const float m = f16_at(p + 2);
+                    const float m = ge_fp16_at(p + 2);
                     memcpy(bp + doff + 4 * G + 4 * r, &m, 4);
                 }
             }

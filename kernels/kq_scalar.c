@@ -145,11 +145,8 @@ static void pack_q4k_row(const uint8_t *p, uint8_t *bp, int64_t G, int64_t r)
         memcpy(bp + (w * G + r) * 4, p + 16 + 4 * w, 4);
     for (int j = 0; j < 8; j++)
         ge_k4_scale_min(p + 4, j, &bp[128 * G + j * G + r], &bp[136 * G + j * G + r]);
-    uint16_t h;
-    memcpy(&h, p, 2);
-    put_f32(bp + 144 * G + 4 * r, ge_fp16_to_fp32(h));
-    memcpy(&h, p + 2, 2);
-    put_f32(bp + 148 * G + 4 * r, ge_fp16_to_fp32(h));
+    put_f32(bp + 144 * G + 4 * r, ge_fp16_at(p));
+    put_f32(bp + 148 * G + 4 * r, ge_fp16_at(p + 2));
 }
 
 void ge_kq_pack_g(uint32_t type, const void *src, int64_t rows, int64_t cols, void *dst,
