@@ -4,7 +4,6 @@
 #ifndef GE_AVMEM_H
 #define GE_AVMEM_H
 
-#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -50,7 +49,9 @@ struct ge_av_api {
 #undef GE_AV_MEMBER
 extern struct ge_av_api ge_av; /* filled by ge_av_quiet before any decode */
 
-/* From here on the engine's calls go through the table (same names, same arguments). */
+/* From here on the engine's calls go through the table (same names, same arguments). A name
+ * listed above but not here would reach the unlinked library (a link error); one here but
+ * not above, a missing member (a compile error). */
 #define av_dict_get ge_av.av_dict_get
 #define av_display_rotation_get ge_av.av_display_rotation_get
 #define av_frame_alloc ge_av.av_frame_alloc

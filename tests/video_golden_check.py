@@ -296,7 +296,6 @@ def main(argv):
                                                      or "defaults"))
             with open(src, "w", encoding="utf-8") as f:
                 f.write("".join(expand(r["input"], video_dir, audio_dir) + "\n" for r in sub))
-            errs = any("error" in r for r in sub)
             what_args = " ".join(args) or "defaults"
             if not fast_only:
                 out, err = run(base + list(args) + ["--tokenize", src], False)
@@ -312,13 +311,16 @@ def main(argv):
                 # switch sets change the frames and layout, not the towers' paths
                 matrix.append(("--no-media-fast", ["--no-media-fast"]))
                 matrix += [(sw, [sw]) for sw in SWITCHES]
-            short = [r for r in sub if "tsrc-75s" not in r["input"]]
-            src_short = src[:-len(".jsonl")] + "-short.jsonl"
-            with open(src_short, "w", encoding="utf-8") as f:
-                f.write("".join(expand(r["input"], video_dir, audio_dir) + "\n" for r in short))
+            # (the reference and switch runs skip the 75 s clip unless --full)
+            short, src_short = sub, src
+            if len(matrix) > 1 and not full:
+                short = [r for r in sub if "tsrc-75s" not in r["input"]]
+                src_short = src[:-len(".jsonl")] + "-short.jsonl"
+                with open(src_short, "w", encoding="utf-8") as f:
+                    f.write("".join(expand(r["input"], video_dir, audio_dir) + "\n"
+                                    for r in short))
             for what, switches in matrix:
-                # (the reference and switch runs skip the 75 s clip unless --full)
-                rs, path = (sub, src) if full or what == "fast" else (short, src_short)
+                rs, path = (sub, src) if what == "fast" else (short, src_short)
                 run_tag = " ".join(x for x in (tag, label, what, what_args) if x)
                 t0 = time.time()
                 out, err = run(base + switches + list(args) + [path],
