@@ -5,7 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "model.h"
+#include "attention.h"
 
 #define QUERY_BLOCK 32
 
@@ -23,23 +23,23 @@ static void attn_task(void *ctx, int64_t task, int worker)
     j->attn(j->a, h, q0, q1 < j->n_tok ? q1 : j->n_tok);
 }
 
-void ge_attention(ge_model *m, const ge_attn_args *a, int64_t n_tok)
+void ge_attention(ge_compute *cx, const ge_attn_args *a, int64_t n_tok)
 {
-    ge_attention_with(m, a, n_tok, m->cfg.v[GE_CFG_FLASH]);
+    ge_attention_with(cx, a, n_tok, cx->cfg.v[GE_CFG_FLASH]);
 }
 
-void ge_attention_with(ge_model *m, const ge_attn_args *a, int64_t n_tok, bool fast)
+void ge_attention_with(ge_compute *cx, const ge_attn_args *a, int64_t n_tok, bool fast)
 {
-    const ge_kern *k = fast ? m->kern : ge_kern_get(GE_TIER_SCALAR);
+    const ge_kern *k = fast ? cx->kern : ge_kern_get(GE_TIER_SCALAR);
     attn_job j = {a, k->attn, n_tok, (n_tok + QUERY_BLOCK - 1) / QUERY_BLOCK};
     double t0 = ge_now();
-    ge_parallel(m, (int64_t)a->n_head * j.n_qb, 0, attn_task, &j);
-    m->stats.seconds[GE_OP_ATTENTION] += ge_now() - t0;
-    m->stats.calls[GE_OP_ATTENTION]++;
+    ge_parallel(cx, (int64_t)a->n_head * j.n_qb, 0, attn_task, &j);
+    cx->stats.seconds[GE_OP_ATTENTION] += ge_now() - t0;
+    cx->stats.calls[GE_OP_ATTENTION]++;
     double keys = 0; /* q.k and p.v: 2 * keys * head_dim MACs per query and head */
     for (int64_t i = 0; i < n_tok; i++)
         keys += a->key_hi[i] - a->key_lo[i];
-    m->stats.macs[GE_OP_ATTENTION] += 2.0 * keys * a->head_dim * a->n_head;
+    cx->stats.macs[GE_OP_ATTENTION] += 2.0 * keys * a->head_dim * a->n_head;
 }
 
 /* ---- dense attention over head-major planes (the vision tower) ------------------------- */
@@ -95,9 +95,9 @@ static void dense_task(void *ctx, int64_t task, int worker)
 /* Round a float count up to whole 64-byte lines. */
 static size_t lines(size_t floats) { return (floats + 15) & ~(size_t)15; }
 
-void ge_attention_dense(ge_model *m, const ge_attn_args *a, int64_t n_tok, bool fast)
+void ge_attention_dense(ge_compute *cx, const ge_attn_args *a, int64_t n_tok, bool fast)
 {
-    const ge_kern *k = m->kern;
+    const ge_kern *k = cx->kern;
     const int d = a->head_dim, group = a->n_head / a->n_kv;
     bool dense = fast && k->attn_dense && d % 16 == 0 && n_tok > 0;
     for (int64_t i = 0; dense && i < n_tok; i++)
@@ -106,11 +106,11 @@ void ge_attention_dense(ge_model *m, const ge_attn_args *a, int64_t n_tok, bool 
     const size_t kt_len = lines((size_t)GE_ATTN_DENSE_NP(n_tok) * d);
     const size_t v_len = lines((size_t)n_tok * d);
     const size_t scratch_len = lines(GE_ATTN_DENSE_SCRATCH(n_tok, d));
-    float *buf = dense ? aligned_alloc(64, (kt_len + v_len + (size_t)m->threads * scratch_len) *
+    float *buf = dense ? aligned_alloc(64, (kt_len + v_len + (size_t)cx->threads * scratch_len) *
                                                sizeof(float))
                        : NULL;
     if (!buf) { /* no dense kernel for this tier or head dim, or no memory for the planes */
-        ge_attention_with(m, a, n_tok, fast);
+        ge_attention_with(cx, a, n_tok, fast);
         return;
     }
     const double t0 = ge_now();
@@ -123,12 +123,12 @@ void ge_attention_dense(ge_model *m, const ge_attn_args *a, int64_t n_tok, bool 
         j.g = g;
         j.d = (ge_attn_dense_args){a->q + off, j.kt, j.v, a->o + off, a->ldq, a->ldo, n_tok, group,
                                    1, d, a->scale};
-        ge_parallel(m, (GE_ATTN_DENSE_NP(n_tok) / GE_ATTN_DENSE_KEYS + DENSE_PANELS - 1) /
+        ge_parallel(cx, (GE_ATTN_DENSE_NP(n_tok) / GE_ATTN_DENSE_KEYS + DENSE_PANELS - 1) /
                            DENSE_PANELS, 0, repack_task, &j);
-        ge_parallel(m, (int64_t)group * j.n_qb, 0, dense_task, &j);
+        ge_parallel(cx, (int64_t)group * j.n_qb, 0, dense_task, &j);
     }
     free(buf);
-    m->stats.seconds[GE_OP_ATTENTION] += ge_now() - t0;
-    m->stats.calls[GE_OP_ATTENTION]++;
-    m->stats.macs[GE_OP_ATTENTION] += 2.0 * (double)n_tok * (double)n_tok * d * a->n_head;
+    cx->stats.seconds[GE_OP_ATTENTION] += ge_now() - t0;
+    cx->stats.calls[GE_OP_ATTENTION]++;
+    cx->stats.macs[GE_OP_ATTENTION] += 2.0 * (double)n_tok * (double)n_tok * d * a->n_head;
 }

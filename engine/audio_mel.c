@@ -23,7 +23,6 @@
 #include <string.h>
 
 #include "ge.h"
-#include "model.h"
 
 #define FRAME 320  /* samples per frame (20 ms) */
 #define PAD 160    /* semicausal padding: FRAME / 2 */
@@ -209,16 +208,4 @@ ge_status ge_audio_features(const float *pcm, int64_t n, ge_semantics sem, float
             run_block(&jb, t, 0);
     }
     return GE_OK;
-}
-
-static void model_run(void *pool, int64_t n_tasks, ge_task_fn fn, void *ctx)
-{
-    ge_parallel(pool, n_tasks, 0, fn, ctx);
-}
-
-ge_status ge_model_audio_features(ge_model *m, const float *pcm, int64_t n, float *feat,
-                                  ge_err *err)
-{
-    ge_runner r = {model_run, m};
-    return ge_audio_features(pcm, n, (ge_semantics)m->cfg.v[GE_CFG_SEMANTICS], feat, &r, err);
 }

@@ -14,7 +14,8 @@
 #include <string.h>
 
 #include "dtype.h"
-#include "model.h"
+#include "audio_tower.h"
+#include "linear.h"
 
 #define NORM_EPS 1e-6f  /* every norm of the tower (clip.cpp overrides the key's 1e-5) */
 #define GRAD_CLIP 1e10f /* HF's grad_clip: a clamp to +-1e10 before most norms */
@@ -301,16 +302,16 @@ void ge_audio_tower_free(ge_audio_tower *t)
 
 void ge_audio_tower_trim(ge_audio_tower *t) { work_free(&t->ws); }
 
-ge_status ge_audio_tower_prepack(ge_model *m, const ge_audio_tower *t, ge_err *err)
+ge_status ge_audio_tower_prepack(ge_compute *cx, const ge_audio_tower *t, ge_err *err)
 {
-    ge_status st = ge_linear_prepack(m, (const ge_tensor *const[]){&t->conv0, &t->conv1,
+    ge_status st = ge_linear_prepack(cx, (const ge_tensor *const[]){&t->conv0, &t->conv1,
                                                                   &t->in_proj, &t->out_w,
                                                                   &t->proj}, 5, err);
     for (int i = 0; i < t->n_layer && !st; i++) {
         const alayer *l = &t->layers[i];
         const ge_tensor *const ts[] = {&l->up[0].w, &l->down[0].w, &l->up[1].w, &l->down[1].w,
                                        &l->q.w, &l->k.w, &l->v.w, &l->o.w, &l->pw1.w, &l->pw2.w};
-        st = ge_linear_prepack(m, ts, sizeof ts / sizeof ts[0], err);
+        st = ge_linear_prepack(cx, ts, sizeof ts / sizeof ts[0], err);
     }
     return st;
 }
@@ -322,7 +323,7 @@ ge_status ge_audio_tower_prepack(ge_model *m, const ge_audio_tower *t, ge_err *e
 #define SUB_ROWS 16   /* sub-sampler output rows per chunk: bounds its patch buffers */
 
 typedef struct {
-    ge_model *m;
+    ge_compute *cx;
     bool fast;
     const ge_kern *k; /* row kernels: the tier's, or the scalar reference */
 } path;
@@ -332,8 +333,8 @@ static ge_status linear_clip(const path *P, const float *x, int n, const float *
                              const ge_tensor *w, float *y, ge_err *err)
 {
     const ge_linear_out o = {w, y};
-    return P->fast ? ge_linear_many_media(P->m, x, n, clip, &o, 1, err)
-                   : ge_linear_many_ref(P->m, x, n, clip, &o, 1, err);
+    return P->fast ? ge_linear_many_media(P->cx, x, n, clip, &o, 1, err)
+                   : ge_linear_many_ref(P->cx, x, n, clip, &o, 1, err);
 }
 
 static ge_status linear(const path *P, const float *x, int n, const ge_tensor *w, float *y,
@@ -480,10 +481,10 @@ static void row_pass(pass_job *j, pass_kind kind, int64_t n)
     j->kind = kind;
     j->n = n;
     const double t0 = ge_now();
-    ge_parallel(j->P->m, (n + ROW_BLOCK - 1) / ROW_BLOCK, 0, pass_task, j);
+    ge_parallel(j->P->cx, (n + ROW_BLOCK - 1) / ROW_BLOCK, 0, pass_task, j);
     /* the attention pass under "attention" (with its MACs), the rest under "norm" */
     const ge_op op = kind == PASS_ATTN ? GE_OP_ATTENTION : GE_OP_NORM;
-    ge_stats *st = &j->P->m->stats;
+    ge_stats *st = &j->P->cx->stats;
     st->seconds[op] += ge_now() - t0;
     st->calls[op]++;
     if (kind == PASS_ATTN) /* q . (k + r) and p . v over about CONTEXT keys per query */
@@ -625,9 +626,9 @@ static void ln_relu(const path *P, float *x, int64_t n, int c, const float *w)
 {
     ln_job j = {P->k, x, n, c, w};
     const double t0 = ge_now();
-    ge_parallel(P->m, (n + LN_BLOCK - 1) / LN_BLOCK, 0, ln_relu_task, &j);
-    P->m->stats.seconds[GE_OP_NORM] += ge_now() - t0;
-    P->m->stats.calls[GE_OP_NORM]++;
+    ge_parallel(P->cx, (n + LN_BLOCK - 1) / LN_BLOCK, 0, ln_relu_task, &j);
+    P->cx->stats.seconds[GE_OP_NORM] += ge_now() - t0;
+    P->cx->stats.calls[GE_OP_NORM]++;
 }
 
 /* The 3x3 patch at output (r, f) of a stride-2, padding-1 convolution over rows [0, rows) of
@@ -759,7 +760,7 @@ static ge_status light_conv(pass_job *pj, int n, ge_err *err)
     return GE_OK;
 }
 
-ge_status ge_audio_tower_encode(ge_model *m, ge_audio_tower *t, bool fast, const float *feat,
+ge_status ge_audio_tower_encode(ge_compute *cx, ge_audio_tower *t, bool fast, const float *feat,
                                 int64_t n_valid, float *out, const ge_yield *yield, ge_err *err)
 {
     const int64_t L = n_valid, T1 = (L + 1) / 2, T2 = (T1 + 1) / 2;
@@ -767,9 +768,9 @@ ge_status ge_audio_tower_encode(ge_model *m, ge_audio_tower *t, bool fast, const
         return ge_fail(err, GE_E_INPUT, "the clip has no valid feature frame");
     if (T2 > (int64_t)(((size_t)1 << 30) / work_width(t)))
         return ge_fail(err, GE_E_LIMIT, "a clip of %lld frames is too long", (long long)L);
-    path P = {m, fast, fast ? m->kern : ge_kern_get(GE_TIER_SCALAR)};
+    path P = {cx, fast, fast ? cx->kern : ge_kern_get(GE_TIER_SCALAR)};
     const int D = t->D, n = (int)T2;
-    ge_status st = ge_model_row_scratch(m, ge_audio_tower_widest(t), err);
+    ge_status st = ge_compute_row_scratch(cx, ge_audio_tower_widest(t), err);
     if (!st)
         st = reserve(t, (size_t)n, err);
     if (!st)

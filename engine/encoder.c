@@ -10,7 +10,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "model.h"
+#include "attention.h"
+#include "encoder.h"
+#include "linear.h"
 
 /* ---- small blocks ------------------------------------------------------------------------ */
 
@@ -97,6 +99,10 @@ static void ws_free_rows(ge_wave_ws *b)
 
 void ge_encoder_free(ge_model *m)
 {
+    for (int i = 0; i < 2; i++) {
+        free(m->rope_cos[i]), free(m->rope_sin[i]);
+        m->rope_cos[i] = m->rope_sin[i] = NULL;
+    }
     ge_wave_ws *b = m->wave_ws;
     if (!b)
         return;
@@ -184,12 +190,12 @@ static void norm_rows(ge_model *m, float *x, int64_t rows, int n, const ge_tenso
 {
     if (w)
         ge_tensor_row(w, 0, wbuf);
-    norm_job j = {m->kern, x, w ? wbuf : NULL, n, m->hp.eps, rows, 0};
+    norm_job j = {m->cx.kern, x, w ? wbuf : NULL, n, m->hp.eps, rows, 0};
     j.per_task = (64 * 512 + n - 1) / n;
     double t0 = ge_now();
-    ge_parallel(m, (rows + j.per_task - 1) / j.per_task, 0, norm_task, &j);
-    m->stats.seconds[GE_OP_NORM] += ge_now() - t0;
-    m->stats.calls[GE_OP_NORM]++;
+    ge_parallel(&m->cx, (rows + j.per_task - 1) / j.per_task, 0, norm_task, &j);
+    m->cx.stats.seconds[GE_OP_NORM] += ge_now() - t0;
+    m->cx.stats.calls[GE_OP_NORM]++;
 }
 
 /* Token-parallel elementwise steps of a layer over tokens [c0, c0 + n): wave rows by token,
@@ -211,7 +217,7 @@ static void ew_task(void *ctx, int64_t task, int worker)
 {
     const ew_job *j = ctx;
     const ge_hparams *hp = &j->m->hp;
-    const ge_kern *kern = j->m->kern;
+    const ge_kern *kern = j->m->cx.kern;
     const size_t H = (size_t)hp->n_embd, F = (size_t)hp->n_ff, P = (size_t)hp->n_ple;
     ge_wave_ws *b = j->b;
     const int r0 = (int)task * EW_TOKENS, r1 = r0 + EW_TOKENS < j->n ? r0 + EW_TOKENS : j->n;
@@ -253,7 +259,7 @@ static void elementwise(ge_model *m, ew_kind kind, ge_wave_ws *b, const ge_layer
                         int n)
 {
     ew_job j = {m, kind, b, l, c0, n};
-    ge_parallel(m, (n + EW_TOKENS - 1) / EW_TOKENS, 0, ew_task, &j);
+    ge_parallel(&m->cx, (n + EW_TOKENS - 1) / EW_TOKENS, 0, ew_task, &j);
 }
 
 /* ---- one layer ---------------------------------------------------------------------------- */
@@ -271,15 +277,15 @@ static ge_status chunk_forward(ge_model *m, const ge_layer *l, int c0, int n,
 
     /* attention branch: a = post_norm(o_proj(attn(rope(q_norm(q)), keys, values))) */
     ge_linear_out q[] = {{&l->wq, b->q}};
-    if ((st = ge_linear_many(m, a, n, q, 1, err)))
+    if ((st = ge_linear_many(&m->cx, a, n, q, 1, err)))
         return st;
     norm_rows(m, b->q, (int64_t)n * nh, d, &l->q_norm, b->w);
     elementwise(m, EW_ROPE_Q, b, l, c0, n);
     ge_attn_args args = {b->q, b->k, b->v, b->o, (int64_t)nh * d, (int64_t)nkv * d,
                          (int64_t)nh * d, nh, nkv, d, 1.0f, b->lo[type] + c0, b->hi[type] + c0};
-    ge_attention(m, &args, n);
+    ge_attention(&m->cx, &args, n);
     ge_linear_out o_proj[] = {{&l->wo, a}};
-    if ((st = ge_linear_many(m, b->o, n, o_proj, 1, err)))
+    if ((st = ge_linear_many(&m->cx, b->o, n, o_proj, 1, err)))
         return st;
     norm_rows(m, a, n, H, &l->post_attn_norm, b->w);
     elementwise(m, EW_ADD, b, l, c0, n);
@@ -288,29 +294,29 @@ static ge_status chunk_forward(ge_model *m, const ge_layer *l, int c0, int n,
     memcpy(a, x, (size_t)n * H * sizeof(float));
     norm_rows(m, a, n, H, &l->ffn_norm, b->w);
     ge_linear_out gate_up[] = {{&l->w_gate, b->g}, {&l->w_up, b->u}};
-    if ((st = ge_linear_many(m, a, n, gate_up, 2, err)))
+    if ((st = ge_linear_many(&m->cx, a, n, gate_up, 2, err)))
         return st;
     elementwise(m, EW_GELU_MUL, b, l, c0, n);
     ge_linear_out down[] = {{&l->w_down, a}};
-    if ((st = ge_linear_many(m, b->g, n, down, 1, err)))
+    if ((st = ge_linear_many(&m->cx, b->g, n, down, 1, err)))
         return st;
     norm_rows(m, a, n, H, &l->post_ffn_norm, b->w);
     elementwise(m, EW_ADD, b, l, c0, n);
 
     /* PLE block: post_norm(proj(gelu(gate(x)) * ple)), ple = norm(e0 W_ple[li]^T / sqrt(H)) */
     ge_linear_out ple_in[] = {{&l->ple_in, b->ple}};
-    if ((st = ge_linear_many(m, b->e0 + (size_t)c0 * H, n, ple_in, 1, err)))
+    if ((st = ge_linear_many(&m->cx, b->e0 + (size_t)c0 * H, n, ple_in, 1, err)))
         return st;
     const float ple_scale = 1.0f / sqrtf((float)H);
     for (size_t i = 0; i < (size_t)n * hp->n_ple; i++)
         b->ple[i] *= ple_scale;
     norm_rows(m, b->ple, n, hp->n_ple, &m->ple_norm, b->w);
     ge_linear_out ple_gate[] = {{&l->ple_gate, b->g}};
-    if ((st = ge_linear_many(m, x, n, ple_gate, 1, err)))
+    if ((st = ge_linear_many(&m->cx, x, n, ple_gate, 1, err)))
         return st;
     elementwise(m, EW_GELU_PLE, b, l, c0, n);
     ge_linear_out ple_proj[] = {{&l->ple_proj, a}};
-    if ((st = ge_linear_many(m, b->g, n, ple_proj, 1, err)))
+    if ((st = ge_linear_many(&m->cx, b->g, n, ple_proj, 1, err)))
         return st;
     norm_rows(m, a, n, H, &l->ple_post_norm, b->w);
     elementwise(m, EW_ADD_SCALE, b, l, c0, n);
@@ -326,7 +332,7 @@ static ge_status layer_forward(ge_model *m, const ge_layer *l, int T, ge_wave_ws
     memcpy(b->a, b->x, (size_t)T * H * sizeof(float));
     norm_rows(m, b->a, T, H, &l->attn_norm, b->w);
     ge_linear_out kv[] = {{&l->wk, b->k}, {&l->wv, b->v}};
-    if ((st = ge_linear_many(m, b->a, T, kv, 2, err)))
+    if ((st = ge_linear_many(&m->cx, b->a, T, kv, 2, err)))
         return st;
     norm_rows(m, b->k, (int64_t)T * nkv, d, &l->k_norm, b->w);
     norm_rows(m, b->v, (int64_t)T * nkv, d, NULL, b->w);
@@ -361,14 +367,15 @@ static ge_status forward_wave(ge_model *m, const int32_t *ids, const float *cons
             b->hi[0][i] = (int32_t)(i + r + 1 < s1 ? i + r + 1 : s1);
         }
     }
+    /* on hybrid CPUs a small wave stays on the P-cores (the pool's first workers) */
+    const ge_compute *cx = &m->cx;
+    const bool pcores = cx->topo.hybrid && cx->cfg.v[GE_CFG_HYBRID] &&
+                        T < cx->cfg.v[GE_CFG_HYBRID_TOKENS] && cx->topo.n_pcore > 0 &&
+                        cx->topo.n_pcore < cx->max_threads;
+    const int prev_cap = ge_compute_limit(&m->cx, pcores ? cx->topo.n_pcore : cx->max_threads);
     ge_status st = rope_tables(m, longest, err);
     if (st)
         goto done;
-    /* on hybrid CPUs a small wave stays on the P-cores (the pool's first workers) */
-    m->wave_threads = m->max_threads;
-    if (m->topo.hybrid && m->cfg.v[GE_CFG_HYBRID] && T < m->cfg.v[GE_CFG_HYBRID_TOKENS] &&
-        m->topo.n_pcore > 0 && m->topo.n_pcore < m->max_threads)
-        m->wave_threads = m->topo.n_pcore;
 
     /* input embedding: e = token_embd[id] * sqrt(H); media rows as they are */
     const float scale = sqrtf((float)H);
@@ -403,12 +410,12 @@ static ge_status forward_wave(ge_model *m, const int32_t *ids, const float *cons
             ms[i] /= (float)(start[s + 1] - start[s]);
     }
     ge_linear_out proj[] = {{&m->out_proj, out}};
-    if ((st = ge_linear_many(m, mean, n_seq, proj, 1, err)))
+    if ((st = ge_linear_many(&m->cx, mean, n_seq, proj, 1, err)))
         goto done;
     for (int s = 0; s < n_seq; s++)
         ge_matryoshka(out + (size_t)s * hp->n_out, hp->n_out);
 done:
-    m->wave_threads = 0;
+    ge_compute_limit(&m->cx, prev_cap);
     return st;
 }
 
@@ -469,9 +476,9 @@ ge_status ge_embed_batch_media(ge_model *m, const int32_t *const *ids, const siz
         }
     }
     /* waves: consecutive sequences while they fit in wave_tokens; longer ones alone */
-    const size_t cap = (size_t)m->cfg.v[GE_CFG_WAVE_TOKENS];
+    const size_t cap = (size_t)m->cx.cfg.v[GE_CFG_WAVE_TOKENS];
     const double t_start = ge_now();
-    ge_stats before = m->stats;
+    ge_stats before = m->cx.stats;
     int64_t *start = malloc((n + 1) * sizeof *start);
     int32_t *buf = NULL;
     const float **rows = NULL;
@@ -506,17 +513,17 @@ ge_status ge_embed_batch_media(ge_model *m, const int32_t *const *ids, const siz
         }
         st = forward_wave(m, buf, rows, start, (int)(s1 - s0),
                           out + s0 * (size_t)m->hp.n_out, err);
-        m->stats.waves++;
-        m->stats.sequences += s1 - s0;
-        m->stats.tokens += total;
+        m->cx.stats.waves++;
+        m->cx.stats.sequences += s1 - s0;
+        m->cx.stats.tokens += total;
         s0 = s1;
     }
     /* "other": the rest of the forward (embedding gathers, RoPE, GELU, residuals, pooling) */
     double elapsed = ge_now() - t_start, counted = 0;
     for (int op = 0; op < GE_OP_OTHER; op++)
-        counted += m->stats.seconds[op] - before.seconds[op];
-    m->stats.forward_seconds += elapsed;
-    m->stats.seconds[GE_OP_OTHER] += elapsed - counted;
+        counted += m->cx.stats.seconds[op] - before.seconds[op];
+    m->cx.stats.forward_seconds += elapsed;
+    m->cx.stats.seconds[GE_OP_OTHER] += elapsed - counted;
     free(buf);
     free(rows);
     free(start);

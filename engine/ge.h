@@ -529,6 +529,8 @@ typedef struct {
     double audio_in_seconds;    /* duration of the audio encoded (samples / 16000) */
 } ge_stats;
 const char *ge_op_name(ge_op op);
+/* Monotonic seconds: the clock of the stats (and of the CLI's timings, so both agree). */
+double ge_now(void);
 void ge_model_stats(const ge_model *m, ge_stats *out);
 void ge_model_stats_reset(ge_model *m);
 /* This machine's measured peak for the model's tier, one thread, in GMAC/s: the int8 dot

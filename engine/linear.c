@@ -15,7 +15,7 @@
 
 #include "dtype.h"
 #include "kq.h"
-#include "model.h"
+#include "linear.h"
 
 enum { PACK_Q8 = 1, PACK_SG = 2, KQ = 3 /* packed by the tier, or its file rows in place */ };
 
@@ -62,16 +62,16 @@ struct ge_packed_cache {
     int32_t *sum16; /* act.sum16 when the span needs it */
 };
 
-static ge_packed_cache *cache_of(ge_model *m)
+static ge_packed_cache *cache_of(ge_compute *cx)
 {
-    if (!m->packed) {
+    if (!cx->packed) {
         ge_packed_cache *c = calloc(1, sizeof *c);
         if (!c)
             return NULL;
         pthread_mutex_init(&c->mu, NULL);
-        m->packed = c;
+        cx->packed = c;
     }
-    return m->packed;
+    return cx->packed;
 }
 
 /* bytes (64-byte aligned) from the cache's arena, NULL when out of memory */
@@ -104,9 +104,9 @@ static void *arena_alloc(ge_packed_cache *c, size_t bytes)
     return p;
 }
 
-void ge_linear_cache_free(ge_model *m)
+void ge_linear_cache_free(ge_compute *cx)
 {
-    ge_packed_cache *c = m->packed;
+    ge_packed_cache *c = cx->packed;
     if (!c)
         return;
     for (arena_chunk *a = c->arena, *next; a; a = next) {
@@ -121,34 +121,34 @@ void ge_linear_cache_free(ge_model *m)
     free(c->sum16);
     pthread_mutex_destroy(&c->mu);
     free(c);
-    m->packed = NULL;
+    cx->packed = NULL;
 }
 
 /* ---- which path ---------------------------------------------------------------------------- */
 
 /* The kernel table for a Q8_0 GEMM over n_tok tokens, or NULL for the reference path. */
-static const ge_kern *q8_kernels(const ge_model *m, int n_tok)
+static const ge_kern *q8_kernels(const ge_compute *cx, int n_tok)
 {
-    const ge_kern *k = m->kern;
+    const ge_kern *k = cx->kern;
     if (k->tier == GE_TIER_AVXVNNI &&
-        (!m->cfg.v[GE_CFG_VNNI256] || (n_tok <= 8 && !m->cfg.v[GE_CFG_VNNI256_SHORT])))
+        (!cx->cfg.v[GE_CFG_VNNI256] || (n_tok <= 8 && !cx->cfg.v[GE_CFG_VNNI256_SHORT])))
         k = ge_kern_get(GE_TIER_AVX2);
     return k->q8_gemm ? k : NULL;
 }
 
 /* The kernel table for a quantised type other than Q8_0, or NULL for the reference path. */
-static const ge_kern *kq_kernels(const ge_model *m, uint32_t type)
+static const ge_kern *kq_kernels(const ge_compute *cx, uint32_t type)
 {
-    return m->kern->kq_gemm && ge_kq_span(type) ? m->kern : NULL;
+    return cx->kern->kq_gemm && ge_kq_span(type) ? cx->kern : NULL;
 }
 
-static const ge_kern *sg_kernels(const ge_model *m, uint32_t type)
+static const ge_kern *sg_kernels(const ge_compute *cx, uint32_t type)
 {
     /* the scalar tier's SGEMM is a bit-exact oracle built on fmaf (a library call without
      * FMA hardware): on that tier the reference row dots are both the reference and faster */
-    if (!m->cfg.v[GE_CFG_SGEMM] || !m->kern->sgemm || m->kern->tier == GE_TIER_SCALAR)
+    if (!cx->cfg.v[GE_CFG_SGEMM] || !cx->kern->sgemm || cx->kern->tier == GE_TIER_SCALAR)
         return NULL;
-    return type == GE_T_F32 || type == GE_T_F16 || type == GE_T_BF16 ? m->kern : NULL;
+    return type == GE_T_F32 || type == GE_T_F16 || type == GE_T_BF16 ? cx->kern : NULL;
 }
 
 /* ---- packing ---------------------------------------------------------------------------- */
@@ -186,10 +186,10 @@ static void release_pages(const ge_tensor *w)
         madvise((void *)a, b - a, MADV_DONTNEED);
 }
 
-static const void *packed_weight(ge_model *m, const ge_kern *k, const ge_tensor *w, int kind,
+static const void *packed_weight(ge_compute *cx, const ge_kern *k, const ge_tensor *w, int kind,
                                  ge_err *err)
 {
-    ge_packed_cache *c = cache_of(m);
+    ge_packed_cache *c = cache_of(cx);
     if (!c) {
         ge_fail(err, GE_E_NOMEM, "out of memory");
         return NULL;
@@ -218,10 +218,10 @@ static const void *packed_weight(ge_model *m, const ge_kern *k, const ge_tensor 
     }
     int group = kind == PACK_Q8 ? k->q8_row_group : kind == KQ ? k->kq_row_group : k->sg_panel;
     pack_job j = {k, w, data, kind, (int64_t)group * ((256 + group - 1) / group)};
-    ge_parallel(m, (w->ne1 + j.rows_per_task - 1) / j.rows_per_task, 0, pack_task, &j);
+    ge_parallel(cx, (w->ne1 + j.rows_per_task - 1) / j.rows_per_task, 0, pack_task, &j);
     c->v[c->n++] = (pack_entry){w->data, w->type, w->ne0, w->ne1, w->row_bytes, kind, k->tier,
                                 data};
-    if (m->cfg.v[GE_CFG_RELEASE_WEIGHTS])
+    if (cx->cfg.v[GE_CFG_RELEASE_WEIGHTS])
         release_pages(w);
     pthread_mutex_unlock(&c->mu);
     return data;
@@ -233,7 +233,7 @@ static const void *packed_weight(ge_model *m, const ge_kern *k, const ge_tensor 
 #define TOKEN_BLOCK 64
 
 typedef struct {
-    const ge_model *m;
+    const ge_compute *cx;
     const float *x;
     int n_tok, n_tb; /* tokens, token blocks */
     int n;           /* outputs */
@@ -280,7 +280,7 @@ static void gemm_task(void *ctx, int64_t task, int worker)
     const ge_kern *k = j->o[i].k;
     if (!k)
         ref_rows(w, j->x, t0, t1, r0, r1, j->o[i].y,
-                 j->m->row_scratch + (size_t)worker * j->m->row_scratch_len);
+                 j->cx->row_scratch + (size_t)worker * j->cx->row_scratch_len);
     else if (j->o[i].kind == PACK_Q8)
         (j->o[i].wide ? k->q8_gemm_wide : k->q8_gemm)(j->o[i].packed, w->ne1, w->ne0, j->act, t0,
                                                       t1, r0, r1, j->o[i].y, w->ne1);
@@ -308,11 +308,11 @@ static void quant_task(void *ctx, int64_t i, int worker)
         ge_q8_sum16(q->act, t0, t1);
 }
 
-static ge_status quantize(ge_model *m, const ge_kern *k, const float *x, int n_tok,
+static ge_status quantize(ge_compute *cx, const ge_kern *k, const float *x, int n_tok,
                           int64_t cols, int span, bool sums16, const float *clip,
                           ge_q8_act **out, ge_err *err)
 {
-    ge_packed_cache *c = cache_of(m);
+    ge_packed_cache *c = cache_of(cx);
     size_t nq = (size_t)n_tok * (size_t)cols, nd = nq / 32;
     if (!c)
         return ge_fail(err, GE_E_NOMEM, "out of memory");
@@ -345,9 +345,9 @@ static ge_status quantize(ge_model *m, const ge_kern *k, const float *x, int n_t
     c->act.hi = clip ? clip[1] : 0.0f;
     quant_job q = {k, x, cols, n_tok, &c->act};
     double t0 = ge_now();
-    ge_parallel(m, (n_tok + TOKEN_BLOCK - 1) / TOKEN_BLOCK, 0, quant_task, &q);
-    m->stats.seconds[GE_OP_QUANTIZE] += ge_now() - t0;
-    m->stats.calls[GE_OP_QUANTIZE]++;
+    ge_parallel(cx, (n_tok + TOKEN_BLOCK - 1) / TOKEN_BLOCK, 0, quant_task, &q);
+    cx->stats.seconds[GE_OP_QUANTIZE] += ge_now() - t0;
+    cx->stats.calls[GE_OP_QUANTIZE]++;
     *out = &c->act;
     return GE_OK;
 }
@@ -355,24 +355,24 @@ static ge_status quantize(ge_model *m, const ge_kern *k, const float *x, int n_t
 /* The activation span weight w takes on this path (the quantiser's span: kern.h), or 0 when
  * it takes the fp32 inputs (SGEMM, reference). wide: Q8_0 weights by q8_gemm_wide where the
  * tier has it and the inputs come in whole spans. */
-static int act_span(const ge_model *m, const ge_tensor *w, int n_tok, bool fast, bool wide)
+static int act_span(const ge_compute *cx, const ge_tensor *w, int n_tok, bool fast, bool wide)
 {
     const ge_kern *k;
     if (!fast)
         return 0;
-    if (w->type == GE_T_Q8_0 && (k = q8_kernels(m, n_tok)))
+    if (w->type == GE_T_Q8_0 && (k = q8_kernels(cx, n_tok)))
         return wide && k->q8_gemm_wide && w->ne0 % (32 * GE_Q8_WIDE) == 0 ? GE_Q8_WIDE : 1;
-    return kq_kernels(m, w->type) ? ge_kq_span(w->type) : 0;
+    return kq_kernels(cx, w->type) ? ge_kq_span(w->type) : 0;
 }
 
 /* fast: the kernels (else the reference row dots); span: the one activation span of every
  * quantised output (act_span; they share one quantisation); clip (NULL or [lo, hi]): the
  * quantiser clamps x (the caller has checked that every output is quantised) */
-static ge_status run_many(ge_model *m, const float *x, int n_tok, const float *clip,
+static ge_status run_many(ge_compute *cx, const float *x, int n_tok, const float *clip,
                           const ge_linear_out *outs, int n_outs, bool fast, int span,
                           ge_err *err)
 {
-    gemm_job j = {.m = m, .x = x, .n_tok = n_tok, .n = n_outs};
+    gemm_job j = {.cx = cx, .x = x, .n_tok = n_tok, .n = n_outs};
     j.n_tb = (n_tok + TOKEN_BLOCK - 1) / TOKEN_BLOCK;
     const ge_kern *qk = NULL;
     bool sums16 = false; /* some output's kernel reads act->sum16 */
@@ -381,7 +381,7 @@ static ge_status run_many(ge_model *m, const float *x, int n_tok, const float *c
         return ge_fail(err, GE_E_INTERNAL, "ge_linear_many: %d outputs", n_outs);
     for (int i = 0; i < n_outs; i++) {
         const ge_tensor *w = outs[i].w;
-        if (w->ne0 != outs[0].w->ne0 || (size_t)w->ne0 > m->row_scratch_len)
+        if (w->ne0 != outs[0].w->ne0 || (size_t)w->ne0 > cx->row_scratch_len)
             return ge_fail(err, GE_E_INTERNAL, "ge_linear_many: %s has %lld inputs", w->name,
                            (long long)w->ne0);
         j.o[i].w = w;
@@ -389,28 +389,28 @@ static ge_status run_many(ge_model *m, const float *x, int n_tok, const float *c
         j.o[i].k = NULL;
         int group = 16;
         const ge_kern *k;
-        const int s = act_span(m, w, n_tok, fast, span == GE_Q8_WIDE);
+        const int s = act_span(cx, w, n_tok, fast, span == GE_Q8_WIDE);
         if (s && s != span)
             return ge_fail(err, GE_E_INTERNAL, "ge_linear_many: %s takes span %d, not %d",
                            w->name, s, span);
         if (!fast) {
             /* the reference row dots */
-        } else if (w->type == GE_T_Q8_0 && (k = q8_kernels(m, n_tok))) {
+        } else if (w->type == GE_T_Q8_0 && (k = q8_kernels(cx, n_tok))) {
             j.o[i].k = k, j.o[i].kind = PACK_Q8, group = k->q8_row_group;
             j.o[i].wide = span == GE_Q8_WIDE;
             qk = k;
-        } else if ((k = kq_kernels(m, w->type))) {
+        } else if ((k = kq_kernels(cx, w->type))) {
             j.o[i].k = k, j.o[i].kind = KQ, qk = k;
             sums16 |= ge_kq_uses_sum16(w->type);
             if (k->kq_packed_size(w->type, w->ne1, w->ne0))
                 group = k->kq_row_group;
             else /* read in place */
                 group = 1, j.o[i].packed = w->data;
-        } else if ((k = sg_kernels(m, w->type))) {
+        } else if ((k = sg_kernels(cx, w->type))) {
             j.o[i].k = k, j.o[i].kind = PACK_SG, group = k->sg_panel;
         }
         if (j.o[i].k && !j.o[i].packed &&
-            !(j.o[i].packed = packed_weight(m, j.o[i].k, w, j.o[i].kind, err)))
+            !(j.o[i].packed = packed_weight(cx, j.o[i].k, w, j.o[i].kind, err)))
             return err->code;
         /* row blocks: whole groups each; for a Q8 GEMM up to 256 rows while there are still
          * 8 tasks per thread (each call fills a scratch per token and block, which 4 row
@@ -421,7 +421,7 @@ static ge_status run_many(ge_model *m, const float *x, int n_tok, const float *c
         const bool scratch = j.o[i].kind == PACK_Q8 || (j.o[i].kind == KQ && group > 1);
         int64_t rows = 64 > group ? (64 / group) * group : group;
         while (scratch && rows < 256 &&
-               (w->ne1 + 2 * rows - 1) / (2 * rows) * j.n_tb >= 8 * (int64_t)m->threads)
+               (w->ne1 + 2 * rows - 1) / (2 * rows) * j.n_tb >= 8 * (int64_t)cx->threads)
             rows *= 2;
         j.o[i].rows_per_task = rows;
         j.o[i].n_rb = (w->ne1 + rows - 1) / rows;
@@ -429,27 +429,27 @@ static ge_status run_many(ge_model *m, const float *x, int n_tok, const float *c
     }
     if (qk) {
         ge_q8_act *act = NULL;
-        ge_status st = quantize(m, qk, x, n_tok, outs[0].w->ne0, span, sums16, clip, &act, err);
+        ge_status st = quantize(cx, qk, x, n_tok, outs[0].w->ne0, span, sums16, clip, &act, err);
         if (st)
             return st;
         j.act = act;
     }
     double t0 = ge_now();
-    ge_parallel(m, j.first_task[n_outs], 0, gemm_task, &j);
+    ge_parallel(cx, j.first_task[n_outs], 0, gemm_task, &j);
     const int kind = j.o[0].k ? j.o[0].kind : 0;
     ge_op op = kind == PACK_Q8 ? GE_OP_Q8_GEMM : kind == KQ ? GE_OP_KQ_GEMM
              : kind == PACK_SG ? GE_OP_SGEMM : GE_OP_LINEAR_REF;
-    m->stats.seconds[op] += ge_now() - t0;
-    m->stats.calls[op]++;
+    cx->stats.seconds[op] += ge_now() - t0;
+    cx->stats.calls[op]++;
     for (int i = 0; i < n_outs; i++)
-        m->stats.macs[op] += (double)n_tok * (double)outs[i].w->ne0 * (double)outs[i].w->ne1;
+        cx->stats.macs[op] += (double)n_tok * (double)outs[i].w->ne0 * (double)outs[i].w->ne1;
     return GE_OK;
 }
 
 /* run_many with the input clamped to clip first (inside the quantiser when every output is
  * quantised: no pass over x; else through a clamped copy), once per activation span among
  * the outputs (fp32-input outputs join the first) */
-static ge_status linear_many(ge_model *m, const float *x, int n_tok, const float *clip,
+static ge_status linear_many(ge_compute *cx, const float *x, int n_tok, const float *clip,
                              const ge_linear_out *outs, int n_outs, bool fast, bool wide,
                              ge_err *err)
 {
@@ -458,13 +458,13 @@ static ge_status linear_many(ge_model *m, const float *x, int n_tok, const float
     int spans[MAX_OUTS];
     bool all_quant = true, done[MAX_OUTS] = {false};
     for (int i = 0; i < n_outs; i++)
-        all_quant &= (spans[i] = act_span(m, outs[i].w, n_tok, fast, wide)) != 0;
+        all_quant &= (spans[i] = act_span(cx, outs[i].w, n_tok, fast, wide)) != 0;
     float *xc = NULL;
     if (clip && !all_quant) {
         const size_t n = (size_t)n_tok * (size_t)outs[0].w->ne0;
         if (!(xc = ge_floats(n)))
             return ge_fail(err, GE_E_NOMEM, "out of memory for %d clamped tokens", n_tok);
-        m->kern->clamp(xc, x, (int64_t)n, clip[0], clip[1]); /* exact on every tier */
+        cx->kern->clamp(xc, x, (int64_t)n, clip[0], clip[1]); /* exact on every tier */
         x = xc, clip = NULL;
     }
     ge_status st = GE_OK;
@@ -478,60 +478,60 @@ static ge_status linear_many(ge_model *m, const float *x, int n_tok, const float
         for (int k = i; k < n_outs; k++)
             if (!done[k] && (spans[k] == span || spans[k] == 0))
                 sub[n++] = outs[k], done[k] = true;
-        st = run_many(m, x, n_tok, clip, sub, n, fast, span, err);
+        st = run_many(cx, x, n_tok, clip, sub, n, fast, span, err);
     }
     free(xc);
     return st;
 }
 
-ge_status ge_linear_many(ge_model *m, const float *x, int n_tok, const ge_linear_out *outs,
+ge_status ge_linear_many(ge_compute *cx, const float *x, int n_tok, const ge_linear_out *outs,
                          int n_outs, ge_err *err)
 {
-    return linear_many(m, x, n_tok, NULL, outs, n_outs, true, false, err);
+    return linear_many(cx, x, n_tok, NULL, outs, n_outs, true, false, err);
 }
 
-ge_status ge_linear_many_media(ge_model *m, const float *x, int n_tok, const float *clip,
+ge_status ge_linear_many_media(ge_compute *cx, const float *x, int n_tok, const float *clip,
                                const ge_linear_out *outs, int n_outs, ge_err *err)
 {
-    return linear_many(m, x, n_tok, clip, outs, n_outs, true, m->cfg.v[GE_CFG_MEDIA_Q8_WIDE],
+    return linear_many(cx, x, n_tok, clip, outs, n_outs, true, cx->cfg.v[GE_CFG_MEDIA_Q8_WIDE],
                        err);
 }
 
-ge_status ge_linear_many_ref(ge_model *m, const float *x, int n_tok, const float *clip,
+ge_status ge_linear_many_ref(ge_compute *cx, const float *x, int n_tok, const float *clip,
                              const ge_linear_out *outs, int n_outs, ge_err *err)
 {
-    return linear_many(m, x, n_tok, clip, outs, n_outs, false, false, err);
+    return linear_many(cx, x, n_tok, clip, outs, n_outs, false, false, err);
 }
 
-void ge_linear_kernel(const ge_model *m, uint32_t type, char *buf, size_t n)
+void ge_linear_kernel(const ge_compute *cx, uint32_t type, char *buf, size_t n)
 {
     const ge_kern *k;
-    if (type == GE_T_Q8_0 && (k = q8_kernels(m, 1 << 20)))
+    if (type == GE_T_Q8_0 && (k = q8_kernels(cx, 1 << 20)))
         snprintf(buf, n, "q8_gemm %s, packed", k->name);
-    else if ((k = kq_kernels(m, type)))
+    else if ((k = kq_kernels(cx, type)))
         snprintf(buf, n, "kq_gemm %s, %s", k->name,
                  k->kq_packed_size(type, GE_QK_K, GE_QK_K)
                      ? "packed"
                      : k->tier == GE_TIER_SCALAR ? "in place" : "in place, scalar oracle");
-    else if ((k = sg_kernels(m, type)))
+    else if ((k = sg_kernels(cx, type)))
         snprintf(buf, n, "sgemm %s, panels", k->name);
     else
         snprintf(buf, n, "reference rows");
 }
 
-ge_status ge_linear_prepack(ge_model *m, const ge_tensor *const *ts, size_t n, ge_err *err)
+ge_status ge_linear_prepack(ge_compute *cx, const ge_tensor *const *ts, size_t n, ge_err *err)
 {
     for (size_t i = 0; i < n; i++) {
         const ge_kern *k;
-        if (ts[i]->type == GE_T_Q8_0 && (k = q8_kernels(m, 1 << 20))) {
-            if (!packed_weight(m, k, ts[i], PACK_Q8, err))
+        if (ts[i]->type == GE_T_Q8_0 && (k = q8_kernels(cx, 1 << 20))) {
+            if (!packed_weight(cx, k, ts[i], PACK_Q8, err))
                 return err->code;
-        } else if ((k = kq_kernels(m, ts[i]->type))) {
+        } else if ((k = kq_kernels(cx, ts[i]->type))) {
             if (k->kq_packed_size(ts[i]->type, ts[i]->ne1, ts[i]->ne0) &&
-                !packed_weight(m, k, ts[i], KQ, err))
+                !packed_weight(cx, k, ts[i], KQ, err))
                 return err->code;
-        } else if ((k = sg_kernels(m, ts[i]->type))) {
-            if (!packed_weight(m, k, ts[i], PACK_SG, err))
+        } else if ((k = sg_kernels(cx, ts[i]->type))) {
+            if (!packed_weight(cx, k, ts[i], PACK_SG, err))
                 return err->code;
         }
     }

@@ -11,7 +11,9 @@
 #include <string.h>
 
 #include "dtype.h"
-#include "model.h"
+#include "attention.h"
+#include "linear.h"
+#include "vision.h"
 
 #define ROPE_THETA 100.0 /* SPEC.md 5.2: hard-coded for gemma4v */
 #define POOL 3           /* 3x3 average pooling of the patch grid */
@@ -180,15 +182,15 @@ void ge_vision_free(ge_vision *v)
 
 void ge_vision_trim(ge_vision *v) { work_free(&v->ws); }
 
-ge_status ge_vision_prepack(ge_model *m, const ge_vision *v, ge_err *err)
+ge_status ge_vision_prepack(ge_compute *cx, const ge_vision *v, ge_err *err)
 {
-    ge_status st = ge_linear_prepack(m, (const ge_tensor *const[]){&v->patch_embd, &v->proj}, 2,
+    ge_status st = ge_linear_prepack(cx, (const ge_tensor *const[]){&v->patch_embd, &v->proj}, 2,
                                      err);
     for (int i = 0; i < v->n_layer && !st; i++) {
         const vlayer *l = &v->layers[i];
         const ge_tensor *const ts[] = {&l->wq, &l->wk, &l->wv, &l->wo, &l->gate, &l->up,
                                        &l->down};
-        st = ge_linear_prepack(m, ts, sizeof ts / sizeof ts[0], err);
+        st = ge_linear_prepack(cx, ts, sizeof ts / sizeof ts[0], err);
     }
     return st;
 }
@@ -202,7 +204,7 @@ int ge_vision_widest(const ge_vision *v) { return v->n_ff > v->D ? v->n_ff : v->
 #define MLP_CHUNK 1024  /* tokens per gate/up/down pass: bounds the [tokens][n_ff] buffers */
 
 typedef struct {
-    ge_model *m;
+    ge_compute *cx;
     bool fast;
     const ge_kern *k; /* row kernels: the tier's, or the scalar reference */
 } path;
@@ -210,8 +212,8 @@ typedef struct {
 static ge_status linear(const path *P, const float *x, int n, const ge_linear_out *o, int n_o,
                         ge_err *err)
 {
-    return P->fast ? ge_linear_many_media(P->m, x, n, NULL, o, n_o, err)
-                   : ge_linear_many_ref(P->m, x, n, NULL, o, n_o, err);
+    return P->fast ? ge_linear_many_media(P->cx, x, n, NULL, o, n_o, err)
+                   : ge_linear_many_ref(P->cx, x, n, NULL, o, n_o, err);
 }
 
 /* The workspace, kept between images and grown to the largest grid seen. */
@@ -351,7 +353,7 @@ static void row_pass(pass_job *j, pass_kind kind, int64_t n)
 {
     j->kind = kind;
     j->n = n;
-    ge_parallel(j->P->m, (n + ROW_BLOCK - 1) / ROW_BLOCK, 0, pass_task, j);
+    ge_parallel(j->P->cx, (n + ROW_BLOCK - 1) / ROW_BLOCK, 0, pass_task, j);
 }
 
 static void load_norms(const ge_vision *v, const vlayer *l, norms *nm, float *buf)
@@ -367,7 +369,7 @@ static void load_norms(const ge_vision *v, const vlayer *l, norms *nm, float *bu
     ge_tensor_row(&l->ffn_post, 0, nm->ffn_post);
 }
 
-ge_status ge_vision_encode(ge_model *m, ge_vision *v, bool fast, const float *patches,
+ge_status ge_vision_encode(ge_compute *cx, ge_vision *v, bool fast, const float *patches,
                            const int32_t *pos, int n, int pw, int ph, float *out,
                            const ge_yield *yield, ge_err *err)
 {
@@ -379,9 +381,9 @@ ge_status ge_vision_encode(ge_model *m, ge_vision *v, bool fast, const float *pa
     if (pw > v->n_pos || ph > v->n_pos)
         return ge_fail(err, GE_E_LIMIT, "a %dx%d patch grid exceeds the position tables (%d)",
                        pw, ph, v->n_pos);
-    path P = {m, fast, fast ? m->kern : ge_kern_get(GE_TIER_SCALAR)};
+    path P = {cx, fast, fast ? cx->kern : ge_kern_get(GE_TIER_SCALAR)};
     const size_t N = (size_t)n;
-    ge_status st = ge_model_row_scratch(m, ge_vision_widest(v) > in_w ? ge_vision_widest(v)
+    ge_status st = ge_compute_row_scratch(cx, ge_vision_widest(v) > in_w ? ge_vision_widest(v)
                                                                        : in_w, err);
     if (!st)
         st = reserve(v, N, err);
@@ -423,7 +425,7 @@ ge_status ge_vision_encode(ge_model *m, ge_vision *v, bool fast, const float *pa
 
     norms nm[2];
     pass_job pj = {.v = v, .P = &P, .pos = pos,
-                   .gelu = m->cfg.v[GE_CFG_SEMANTICS] == GE_SEM_LLAMACPP ? GE_GELU_QUICK
+                   .gelu = cx->cfg.v[GE_CFG_SEMANTICS] == GE_SEM_LLAMACPP ? GE_GELU_QUICK
                                                                         : GE_GELU_TANH};
     load_norms(v, &v->layers[0], &nm[0], nbuf);
     pj.cur = &nm[0];
@@ -446,7 +448,7 @@ ge_status ge_vision_encode(ge_model *m, ge_vision *v, bool fast, const float *pa
         ge_attn_args aa = {.q = w->q, .k = w->k, .v = w->v, .o = w->a, .ldq = D, .ldkv = D,
                            .ldo = D, .n_head = nh, .n_kv = nh, .head_dim = hd, .scale = 1.0f,
                            .key_lo = w->lo, .key_hi = w->hi};
-        ge_attention_dense(m, &aa, n, fast); /* every patch sees every patch */
+        ge_attention_dense(cx, &aa, n, fast); /* every patch sees every patch */
         if ((st = linear(&P, w->a, n, (ge_linear_out[]){{&l->wo, w->q}}, 1, err)))
             break;
         row_pass(&pj, PASS_POST_ATTN, n);
@@ -475,13 +477,13 @@ ge_status ge_vision_encode(ge_model *m, ge_vision *v, bool fast, const float *pa
      * and the projection into the text model's width */
     const int qw = pw / POOL, qh = ph / POOL, n_img = qw * qh;
     const float root = sqrtf((float)D);
-    for (int cy = 0; cy < qh; cy++)
-        for (int cx = 0; cx < qw; cx++) {
-            float *dst = w->a + ((size_t)cy * qw + cx) * D;
+    for (int qy = 0; qy < qh; qy++)
+        for (int qx = 0; qx < qw; qx++) {
+            float *dst = w->a + ((size_t)qy * qw + qx) * D;
             memset(dst, 0, (size_t)D * sizeof *dst);
             for (int dy = 0; dy < POOL; dy++)
                 for (int dx = 0; dx < POOL; dx++) {
-                    const float *src = w->x + ((size_t)(cy * POOL + dy) * pw + cx * POOL + dx) * D;
+                    const float *src = w->x + ((size_t)(qy * POOL + dy) * pw + qx * POOL + dx) * D;
                     for (int i = 0; i < D; i++)
                         dst[i] += src[i];
                 }

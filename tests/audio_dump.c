@@ -33,6 +33,7 @@
 
 #include "dump_util.h"
 #include "ge.h"
+#include "audio_tower.h"
 #include "model.h"
 #include "threads.h"
 
@@ -194,7 +195,7 @@ static int run_tower(void *ctx)
 {
     tower_run *r = ctx;
     ge_err e = {0};
-    if (r->t ? ge_audio_tower_encode(r->m, r->t, r->fast, r->feat, r->valid, r->out, NULL, &e)
+    if (r->t ? ge_audio_tower_encode(&r->m->cx, r->t, r->fast, r->feat, r->valid, r->out, NULL, &e)
              : ge_model_encode_audio(r->m, r->pcm, r->n, r->out, &e))
         return die(&e);
     return 0;

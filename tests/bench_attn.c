@@ -24,6 +24,7 @@
 
 #include "bench.h"
 #include "kern.h"
+#include "attention.h"
 #include "model.h"
 #include "rng.h"
 
@@ -123,9 +124,9 @@ static void vision_sample(ge_model *m, const ge_attn_args *a, int64_t n, int den
     const double w0 = now(CLOCK_MONOTONIC), c0 = now(CLOCK_PROCESS_CPUTIME_ID);
     for (int i = 0; i < reps; i++)
         if (dense)
-            ge_attention_dense(m, a, n, true);
+            ge_attention_dense(&m->cx, a, n, true);
         else
-            ge_attention_with(m, a, n, true);
+            ge_attention_with(&m->cx, a, n, true);
     *wall = (now(CLOCK_MONOTONIC) - w0) / reps;
     *cpu = (now(CLOCK_PROCESS_CPUTIME_ID) - c0) / reps;
 }

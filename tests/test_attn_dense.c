@@ -16,6 +16,7 @@
 
 #include "attn.h"
 #include "check.h"
+#include "attention.h"
 #include "model.h"
 #include "rng.h"
 
@@ -223,9 +224,9 @@ static float *run_engine(ge_model *m, const problem *p, int with)
     float *o = xalloc(count(p));
     const ge_attn_args a = args_of(p, o);
     if (with)
-        ge_attention_with(m, &a, p->n, true);
+        ge_attention_with(&m->cx, &a, p->n, true);
     else
-        ge_attention_dense(m, &a, p->n, true);
+        ge_attention_dense(&m->cx, &a, p->n, true);
     return o;
 }
 

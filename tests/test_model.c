@@ -6,6 +6,7 @@
 #include <unistd.h>
 
 #include "check.h"
+#include "linear.h"
 #include "model.h"
 
 static double cosine(const float *a, const float *b, int n)
@@ -118,11 +119,11 @@ static void check_pack_identity(const char *path)
         first.ne1 = wq->ne1 / 2;
         n_out = (size_t)wq->ne1;
         rows[aliased] = malloc((size_t)n_tok * n_out * sizeof(float));
-        ge_status st = aliased ? ge_linear_many(m, x, n_tok, &(ge_linear_out){&first, half}, 1,
+        ge_status st = aliased ? ge_linear_many(&m->cx, x, n_tok, &(ge_linear_out){&first, half}, 1,
                                                 &err)
                                : GE_OK;
         if (!st)
-            st = ge_linear_many(m, x, n_tok, &(ge_linear_out){wq, rows[aliased]}, 1, &err);
+            st = ge_linear_many(&m->cx, x, n_tok, &(ge_linear_out){wq, rows[aliased]}, 1, &err);
         check(st == GE_OK, "pack identity: the linears run", "%s", err.msg);
         ge_model_free(m);
     }

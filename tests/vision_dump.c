@@ -13,6 +13,7 @@
 
 #include "dump_util.h"
 #include "model.h"
+#include "vision.h"
 
 int main(int argc, char **argv)
 {
@@ -51,7 +52,7 @@ int main(int argc, char **argv)
     double times[64];
     for (int r = -1; r < (reps < 64 ? reps : 64); r++) {
         double t0 = ge_now();
-        if (ge_vision_encode(m, v, fast, patches, pos, n, pw, ph, out, NULL, &err)) {
+        if (ge_vision_encode(&m->cx, v, fast, patches, pos, n, pw, ph, out, NULL, &err)) {
             fprintf(stderr, "%s\n", err.msg);
             return 1;
         }
