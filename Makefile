@@ -8,7 +8,7 @@
 CC      ?= cc
 PYTHON  ?= /usr/bin/python3
 PREFIX  ?= /usr/local
-CFLAGS  ?= -O2
+CFLAGS  ?= -O2 -g
 WARN     = -std=c11 -Wall -Wextra -Werror -Wshadow -Wno-unused-parameter
 CPPFLAGS += -D_GNU_SOURCE -Iengine -Ikernels
 LDLIBS  += -ljansson -lz -lxxhash -ljpeg -lpng -lwebpdemux -lwebp -lsndfile -lsoxr \
@@ -110,9 +110,21 @@ install: $(BIN)
 	install -m 644 man/gemmaembed.1 $(DESTDIR)$(PREFIX)/share/man/man1/gemmaembed.1
 
 clean:
-	rm -rf build gemmaembed
+	rm -rf build gemmaembed compile_commands.json
 
-.PHONY: all tests test check test-full demo deps install clean bench
+# compile_commands.json for clangd, clang-tidy and editors: every source's compile command
+# as this Makefile runs it (tier flags included), written from the rules' own variables.
+compile_commands.json:
+	@{ echo '['; sep=' '; \
+	  for f in $(ENGINE_SRC) $(KERNEL_SRC) $(CLI_SRC) $(TEST_SRC) $(wildcard tests/*_dump.c); do \
+	    printf '%s{"directory": "%s", "file": "%s", "command": "%s %s -c %s"}\n' "$$sep" \
+	      "$(CURDIR)" "$$f" "$(CC) $(WARN) $(CFLAGS) $(CPPFLAGS)" \
+	      "$$($(MAKE) -s --no-print-directory tier-flags-of F=$$f)" "$$f"; sep=','; \
+	  done; echo ']'; } >$@
+	@echo "wrote $@"
+tier-flags-of:
+	@echo $(call tier_flags,$(F))
+
 -include $(shell find build -name '*.d' 2>/dev/null)
 
 # Q8_0 GEMM benchmark (not part of make test): GMAC/s per tier at the model's shapes next to
@@ -120,21 +132,18 @@ clean:
 bench-q8: $(BUILD)/tests/bench_q8
 	$(BUILD)/tests/bench_q8 $(ARGS)
 
-.PHONY: bench-q8
 
 # SGEMM benchmark (not part of make test): GMAC/s per tier at the model's shapes next to the
 # measured fp32 FMA peak, plus pack speed. ARGS="avx512 --cold -s 512x2048 -n 64" narrows it.
 bench-sgemm: $(BUILD)/tests/bench_sgemm
 	$(BUILD)/tests/bench_sgemm $(ARGS)
 
-.PHONY: bench-sgemm
 
 # Attention kernels, one thread, the model's layer shapes against the scalar oracle (PERF.md
 # "Attention"); prints a table, gates nothing. ARGS="vision [avx512|avx2] [ROUNDS]": the
 # vision tower's attention through the engine, tiled vs dense, 1 and 2 threads.
 bench-attn: $(BUILD)/tests/bench_attn
 	$(BUILD)/tests/bench_attn $(ARGS)
-.PHONY: bench-attn
 
 # ThreadSanitizer over the threaded parts (the pipeline's stages, the engine's pool, signals):
 #   make tsan    build build/tsan/gemmaembed, run tests/test_pipeline.sh and test_batch.sh on it
@@ -146,7 +155,6 @@ tsan:
 	    LDFLAGS=-fsanitize=thread build/tsan/gemmaembed
 	mkdir -p build/tsan/test-out
 	$(TSAN_ENV) bash tests/test_pipeline.sh && $(TSAN_ENV) bash tests/test_batch.sh
-.PHONY: tsan
 
 # libFuzzer targets (tests/fuzz/fuzz_*.c; needs clang and libclang-rt-14-dev, see
 # tools/install-deps). The engine, kernels and cli (minus main.c) are rebuilt with clang and
@@ -223,4 +231,5 @@ fuzz: $(patsubst %,fuzz-run-%,$(FUZZ_NAMES))
 fuzz-smoke:
 	bash tests/test_fuzz_smoke.sh
 
-.PHONY: fuzz fuzz-build fuzz-smoke
+.PHONY: all tests test check test-full demo deps install clean bench bench-q8 bench-sgemm \
+        bench-attn tsan fuzz fuzz-build fuzz-smoke compile_commands.json tier-flags-of
