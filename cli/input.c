@@ -729,7 +729,7 @@ static void media_record(ge_in *in, ge_rec *r, json_t *root, json_t *content)
             return;
         /* media first, then the text; but a text that holds manual placeholders (<|image|>,
          * <|audio|>, <|video|>) places the media itself: each placeholder takes the next item
-         * of its kind, in field order (SPEC.md 2.3: no automatic placeholders then) */
+         * of its kind, in field order (docs/model.md 2.3: no automatic placeholders then) */
         static const char *const PH[] = {[GE_ITEM_IMAGE] = "<|image|>",
                                          [GE_ITEM_AUDIO] = "<|audio|>",
                                          [GE_ITEM_VIDEO] = "<|video|>"};

@@ -1,7 +1,7 @@
 /* main.c - gemmaembed: parse -> check inputs -> open the model -> open the output ->
  * stream records -> exit code.
  *
- * The only place that prints messages or exits. Exit status (PRODUCT.md section 3):
+ * The only place that prints messages or exits. Exit status (docs/product.md section 3):
  * 0 all records embedded, 1 some records failed, 2 usage, 3 model could not be loaded,
  * 4 I/O error on input or output. */
 #include <errno.h>

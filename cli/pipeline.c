@@ -500,7 +500,7 @@ static ge_status video_check(void *ctx, const ge_video *v, ge_err *err)
     return spend(c->P, c->s, c->i, (size_t)v->n * ((size_t)v->n_soft + 2), c->b, err);
 }
 
-/* Decode one video's sampled frames, resized once for the whole video (SPEC.md 7); the
+/* Decode one video's sampled frames, resized once for the whole video (docs/model.md 7); the
  * tower encodes each as an image. The plan's counts are checked against the context before
  * any frame memory exists (1,024 frames at 1,120 tokens would be 7.5 GB); --tokenize stops
  * at the plan. */
@@ -602,7 +602,7 @@ static ge_status decode_media(pipe_t *P, slot *s, size_t i, budget *b, ge_err *e
 }
 
 /* A video's parts: each frame's block, with --video-timestamps after "MM:SS " (frames
- * joined by " ", SPEC.md 2.3); the timestamp texts go into ts (room for 8 bytes a frame). */
+ * joined by " ", docs/model.md 2.3); the timestamp texts go into ts (room for 8 bytes a frame). */
 static size_t video_parts(const pipe_t *P, const item *it, ge_part *parts, char *ts)
 {
     size_t n = 0;

@@ -1,4 +1,4 @@
-/* audio_decode.c - audio files to the waveform the Gemma 4 feature extractor takes (SPEC.md
+/* audio_decode.c - audio files to the waveform the Gemma 4 feature extractor takes (docs/model.md
  * 6.1's input): mono float32 at 16 kHz, cut to a maximum duration.
  *
  * What Hugging Face hands the feature extractor is librosa.load(path, sr=16000): libsndfile

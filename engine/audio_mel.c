@@ -1,4 +1,4 @@
-/* audio_mel.c - the audio tower's input: log-mel features of 16 kHz mono audio (SPEC.md 6.1,
+/* audio_mel.c - the audio tower's input: log-mel features of 16 kHz mono audio (docs/model.md 6.1,
  * Hugging Face's Gemma4AudioFeatureExtractor), in double precision.
  *
  * For n samples x[0..n), with the frame count and valid frames of ge_audio_frames:
@@ -61,7 +61,7 @@ static void make_tables(void)
             r |= ((k >> b) & 1) << (7 - b);
         T.rev[k] = r;
     }
-    /* SPEC.md 6.1 step 6, as HF's mel_filter_bank(norm=None, mel_scale="htk") computes it:
+    /* docs/model.md 6.1 step 6, as HF's mel_filter_bank(norm=None, mel_scale="htk") computes it:
      * edges from linspace in mel (i * step, the last one exactly m(8000)), bins from
      * linspace(0, 8000, 257) (k * 31.25, exact) */
     double f[GE_AUDIO_MEL + 2];

@@ -1,5 +1,5 @@
-/* audio_tower.c - the gemma4a audio tower (conformer) of an mmproj GGUF (GGUF.md 4 "Audio
- * tensors", SPEC.md 4 and 6.2-6.4): binding with the same strict checks as the text model,
+/* audio_tower.c - the gemma4a audio tower (conformer) of an mmproj GGUF (docs/gguf.md 4.3,
+ * docs/model.md 4 and 6.2-6.4): binding with the same strict checks as the text model,
  * and the forward from a clip's log-mel features to the soft tokens that replace its
  * <|audio|> placeholders.
  *
@@ -22,7 +22,7 @@
 #define CONTEXT 12      /* keys per query: the frame and the 11 before it */
 #define N_REL 13        /* relative positions with keys (d = 0..12; 12 is always masked) */
 #define LOGIT_CAP 50.0f
-#define K_SCALE 1.8946361239720115f /* ln(1 + e) / ln 2 (SPEC.md 6.3) */
+#define K_SCALE 1.8946361239720115f /* ln(1 + e) / ln 2 (docs/model.md 6.3) */
 #define MAX_HEAD_DIM GE_ATTN_REL_MAX_HEAD_DIM
 #define CONV_K 3        /* the sub-sampling convolutions: 3x3, stride 2, padding 1 */
 
@@ -36,7 +36,7 @@ typedef struct {
     clin up[2], down[2];
     ge_tensor attn_pre, attn_post, pds, k_rel;
     clin q, k, v, o;
-    ge_tensor conv_norm, norm_conv, dw; /* the light convolution (GGUF.md's naming trap) */
+    ge_tensor conv_norm, norm_conv, dw; /* the light convolution (names: docs/gguf.md 4.3) */
     clin pw1, pw2;
     ge_tensor ln2;
 } alayer;
@@ -130,8 +130,8 @@ static ge_status bind_layer(const ge_audio_tower *t, int i, alayer *l, ge_err *e
         snprintf(name, sizeof name, "a.blk.%d.%s.weight", i, vec[k].suffix);
         st = bind(t, name, vec[k].ne0, vec[k].ne1, vec[k].t, err);
     }
-    /* per_dim_scale (stored after softplus): GGUF.md names it without ".weight", the files
-     * seen so far with it; either is taken */
+    /* per_dim_scale (stored after softplus): one listing of the layout names it without
+     * ".weight", the files seen so far with it; either is taken (docs/gguf.md 4.3) */
     snprintf(name, sizeof name, "a.blk.%d.per_dim_scale", i);
     if (!st && !ge_gguf_tensor_find(t->gguf, name))
         snprintf(name, sizeof name, "a.blk.%d.per_dim_scale.weight", i);
@@ -649,7 +649,7 @@ static void gather(float *dst, const float *src, int64_t first, int64_t lo, int6
     }
 }
 
-/* SPEC.md 6.2: feat [L][n_mel] (the valid frames) to x [T2][D]: conv 1 -> c0 and LayerNorm +
+/* docs/model.md 6.2: feat [L][n_mel] (the valid frames) to x [T2][D]: conv 1 -> c0 and LayerNorm +
  * ReLU, conv c0 -> c1 and LayerNorm + ReLU (each stride 2 in time and mel), flattened per time
  * step (mel major, channel minor), then the input projection. Streamed in chunks of SUB_ROWS
  * output rows: each chunk computes the layer-0 rows it needs. */

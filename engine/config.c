@@ -1,4 +1,4 @@
-/* config.c - the engine switch table (PRODUCT.md 5), strict parsing, environment overlay. */
+/* config.c - the engine switch table (docs/product.md 5), strict parsing, environment overlay. */
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -42,7 +42,7 @@ static const ge_switch switches[] = {
      "let text waves run between media tower layers", 0},
     {GE_CFG_SEMANTICS, "semantics", 0, "EI_GEMMA2_SEMANTICS", GE_SW_CHOICE, GE_SEM_OFFICIAL, 0,
      GE_SEM_LLAMACPP, "official|llamacpp", "official",
-     "Hugging Face numerics, or llama.cpp's (GGUF.md)", 1},
+     "Hugging Face numerics, or llama.cpp's (docs/model.md 8)", 1},
     {GE_CFG_VIDEO_TIMESTAMPS, "video-timestamps", 0, "EI_GEMMA2_VIDEO_TIMESTAMPS", GE_SW_BOOL, 0,
      0, 1, NULL, "off", "\"MM:SS \" text before each video frame block", 1},
 };

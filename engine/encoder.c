@@ -1,4 +1,4 @@
-/* encoder.c - the text encoder (SPEC.md 3) over packed waves.
+/* encoder.c - the text encoder (docs/model.md 3) over packed waves.
  *
  * A wave is several token sequences laid back to back; every token row is computed
  * independently of the others (attention sees only its own sequence, through per-query key

@@ -106,7 +106,7 @@ typedef enum {
     GE_CFG_VIDEO_TIMESTAMPS, GE_CFG_COUNT
 } ge_cfg_id;
 
-/* GE_CFG_SEMANTICS: whose numerics where they differ (GGUF.md's list): Hugging Face's
+/* GE_CFG_SEMANTICS: whose numerics where they differ (docs/model.md 8): Hugging Face's
  * reference, or llama.cpp's (vision MLP quick-GELU), to match indexes built with it. */
 typedef enum { GE_SEM_OFFICIAL, GE_SEM_LLAMACPP } ge_semantics;
 
@@ -144,7 +144,7 @@ ge_status ge_config_from_env(ge_config *c, char *(*lookup)(const char *name), ge
 /* The value of switch s as text ("on", "8", "auto", "avx512"). */
 const char *ge_config_value_text(const ge_config *c, const ge_switch *s, char *buf, size_t n);
 
-/* ---- images (image.c; SPEC.md 5.1) ------------------------------------------------------
+/* ---- images (image.c; docs/model.md 5.1) ------------------------------------------------
  * Decoding (JPEG, PNG, WebP through the distribution's libjpeg-turbo, libpng and libwebp) to
  * 8-bit RGB as Hugging Face's load_image does it (PIL open, ImageOps.exif_transpose,
  * convert("RGB")), and the Gemma 4 image processor's steps: target size from the soft-token
@@ -180,7 +180,7 @@ ge_status ge_image_decode(const void *bytes, size_t len, const ge_image_limits *
                           ge_image *out, ge_err *err);
 void ge_image_free(ge_image *img); /* frees img->rgb and zeroes img; accepts NULL */
 
-/* SPEC.md 5.1 step 2: the resize target (th, tw) (multiples of 48) of an h x w image for a
+/* docs/model.md 5.1 step 2: the resize target (th, tw) (multiples of 48) of an h x w image for a
  * soft-token budget (70, 140, 280, 560 or 1120; anything else is GE_E_USAGE), and the image's
  * soft-token count (th/48)*(tw/48). GE_E_INPUT when the image cannot be sized (a 0x0 target,
  * or more pixels than the budget allows), GE_E_USAGE when h or w < 1. Any of th, tw,
@@ -196,19 +196,19 @@ ge_status ge_image_plan(int h, int w, int budget, int *th, int *tw, int *n_token
 ge_status ge_image_resize(const uint8_t *src, int h, int w, uint8_t *dst, int th, int tw,
                           ge_err *err);
 
-/* SPEC.md 5.1 steps 4-5: cut rgb [h, w, 3] (h, w multiples of 16, else GE_E_USAGE) into
+/* docs/model.md 5.1 steps 4-5: cut rgb [h, w, 3] (h, w multiples of 16, else GE_E_USAGE) into
  * N = (h/16)*(w/16) patches in row-major patch order: patches [N, 768] with element
  * (yy*16 + xx)*3 + c = rgb/255 in fp32, and pos [N, 2] = (x = patch column, y = patch row). */
 ge_status ge_image_patchify(const uint8_t *rgb, int h, int w, float *patches, int32_t *pos,
                             ge_err *err);
 
-/* ---- audio (audio_decode.c, audio_mel.c; SPEC.md 6.1) ---------------------------------------
+/* ---- audio (audio_decode.c, audio_mel.c; docs/model.md 6.1) ---------------------------------
  * Decoding (WAV, FLAC, Ogg Vorbis/Opus, AIFF through the distribution's libsndfile, MP3
  * through libmpg123 as libsndfile uses it, AAC/M4A and WebM/Matroska audio through FFmpeg's
  * libavformat/libavcodec) to the waveform the Gemma 4 feature extractor takes, as Hugging
  * Face's load_audio gets it (librosa.load(path, sr=16000): float32 samples as libsndfile
  * scales them, channels averaged, then libsoxr at its HQ setting), cut to a maximum duration;
- * and the log-mel front end (SPEC.md 6.1) that turns it into the audio tower's input. Nothing
+ * and the log-mel front end (docs/model.md 6.1) that turns it into the audio tower's input. Nothing
  * here needs a model. */
 
 #define GE_AUDIO_RATE 16000         /* the front end's sample rate */
@@ -256,7 +256,7 @@ ge_status ge_audio_decode(const void *bytes, size_t len, const ge_audio_limits *
                           ge_audio *out, ge_err *err);
 void ge_audio_free(ge_audio *a); /* frees a->pcm and zeroes a; accepts NULL */
 
-/* SPEC.md 6.1: the number of feature frames of n samples, and in *n_valid (may be NULL) how
+/* docs/model.md 6.1: the number of feature frames of n samples, and in *n_valid (may be NULL) how
  * many of them are real audio (the rest are zeros, masked out). With P = n rounded up to a
  * multiple of 128:
  *   official: (P + 160 - 321) / 160 + 1 frames when P + 160 >= 321, else 0 (HF's unfold gives
@@ -278,7 +278,7 @@ typedef struct {
 } ge_runner;
 
 /* The log-mel features of pcm[0..n) (16 kHz mono, used as given: truncation is the
- * decoder's job) into feat [ge_audio_frames(n, sem)][128], float32 (SPEC.md 6.1): 160 zeros
+ * decoder's job) into feat [ge_audio_frames(n, sem)][128], float32 (docs/model.md 6.1): 160 zeros
  * in front (semicausal), 320-sample frames at hop 160 times a periodic Hann window, 512-point
  * FFT magnitude, 128 HTK mel bands over 0-8000 Hz, in double precision;
  *   official: ln(mel + 0.001), the frames past the valid ones (see ge_audio_frames) zeros;
@@ -291,10 +291,10 @@ typedef struct {
 ge_status ge_audio_features(const float *pcm, int64_t n, ge_semantics sem, float *feat,
                             const ge_runner *runner, ge_err *err);
 
-/* ---- video (video_decode.c; SPEC.md 7) ---------------------------------------------------
+/* ---- video (video_decode.c; docs/model.md 7) ---------------------------------------------
  * Decoding (MP4/MOV, Matroska/WebM, AVI through FFmpeg's libavformat/libavcodec, frames to
  * RGB24 through libswscale), the reference's frame sampling (1 fps, at most 32 frames chosen
- * uniformly) and the per-frame preprocessing of images (SPEC.md 5.1) at one target size
+ * uniformly) and the per-frame preprocessing of images (docs/model.md 5.1) at one target size
  * computed once per video. Nothing here needs a model. */
 
 #define GE_VIDEO_FPS 1.0             /* default sampling rate (--video-fps) */
@@ -339,7 +339,7 @@ typedef struct ge_video {
     uint8_t *rgb;         /* [n][th][tw][3]; owned */
     int64_t *index;       /* [n] frame index of each sampled frame (presentation order) */
     double *seconds;      /* [n] its timestamp, index / fps (HF's metadata.timestamps; the
-                           * "MM:SS " prefixes of SPEC.md 2.3) */
+                           * "MM:SS " prefixes of docs/model.md 2.3) */
     int h, w;             /* source frame size (as decoded: the rotation is not applied) */
     double fps;           /* source frame rate F: frames / duration */
     double duration;      /* D in seconds: from the first frame's start to the last one's end */
@@ -351,7 +351,7 @@ typedef struct ge_video {
     const char *codec;    /* "h264", "vp9", "mpeg4", ... (static) */
 } ge_video;
 
-/* The reference's frame choice (HF EmbeddingGemma2VideoProcessor.sample_frames, SPEC.md 7):
+/* The reference's frame choice (HF EmbeddingGemma2VideoProcessor.sample_frames, docs/model.md 7):
  * n = max(1, floor(duration * fps)); idx_i = min(frames - 1, floor(i * (src_fps / fps)));
  * when n > max_frames, idx[floor(linspace(0, n - 1, max_frames))]. Writes min(n, max_frames)
  * indices to idx (room for max_frames) and returns how many; -1 for a bad argument (frames
@@ -397,7 +397,7 @@ int ge_model_dim(const ge_model *m);         /* output width E (768 for the real
 int ge_model_max_tokens(const ge_model *m);  /* context limit per record (8192) */
 const char *ge_model_describe(const ge_model *m); /* one line: layers, widths, vocab, types */
 
-/* ---- prompts (SPEC.md 2.2) ------------------------------------------------------------- */
+/* ---- prompts (docs/model.md 2.2) ------------------------------------------------------- */
 
 /* The prefix string of a prompt name ("query", "document", "STS", ...; case-insensitive),
  * or NULL when the name is unknown. */
@@ -427,7 +427,7 @@ typedef struct {
     int n_soft;       /* media: its soft-token count */
 } ge_part;
 
-/* Tokenize a record of parts as the Sentence Transformers template lays it out (SPEC.md 2.3):
+/* Tokenize a record of parts as the Sentence Transformers template lays it out (docs/model.md 2.3):
  * <bos>, prefix and the parts in order as one string (adjacent texts merge under BPE), each
  * media item as its block: <|image> + <|image|> x n_soft + <image|> (audio: <|audio> ...
  * <audio|>; a video frame: <|image> + <|video|> x n_soft + <image|>), then <eos>. The texts
@@ -452,7 +452,7 @@ ge_status ge_embed_batch(ge_model *m, const int32_t *const *ids, const size_t *l
 
 /* Media soft tokens of one sequence: rows [n][ge_model_hidden] that replace its media
  * placeholder tokens (<|image|>, <|audio|>, <|video|>), in sequence order, as they are
- * (text rows are scaled by sqrt(hidden); media rows are not, SPEC.md 2.4). */
+ * (text rows are scaled by sqrt(hidden); media rows are not, docs/model.md 2.4). */
 typedef struct {
     const float *rows;
     size_t n;
@@ -491,7 +491,7 @@ void ge_model_set_yield(ge_model *m, ge_yield y);
 ge_status ge_model_audio_features(ge_model *m, const float *pcm, int64_t n, float *feat,
                                   ge_err *err);
 /* Soft tokens of an audio clip of n samples (16 kHz mono) under the model's --semantics:
- * (L + 3) / 4 for its L valid feature frames (SPEC.md 6.1, ge_audio_frames). 0 when the clip
+ * (L + 3) / 4 for its L valid feature frames (docs/model.md 6.1, ge_audio_frames). 0 when the clip
  * is too short for one valid frame (officially under 161 samples, about 10 ms): such a clip
  * is an error record, not an empty audio block. */
 int64_t ge_model_audio_tokens(const ge_model *m, int64_t n);

@@ -1,5 +1,5 @@
 /* image.c - image decoding (JPEG, PNG, WebP -> 8-bit RGB) and the Gemma 4 image processor's
- * steps (SPEC.md 5.1): target size, torchvision's uint8 antialiased bicubic resize, rescale
+ * steps (docs/model.md 5.1): target size, torchvision's uint8 antialiased bicubic resize, rescale
  * and patches.
  *
  * Decoding follows what Hugging Face's load_image hands the processor: PIL's Image.open,
@@ -529,7 +529,7 @@ ge_status ge_image_decode(const void *bytes, size_t len, const ge_image_limits *
     return st;
 }
 
-/* ---- plan: SPEC.md 5.1 step 2 (get_aspect_ratio_preserving_size) ------------------------ */
+/* ---- plan: docs/model.md 5.1 step 2 (get_aspect_ratio_preserving_size) ------------------ */
 
 ge_status ge_image_plan(int h, int w, int budget, int *th, int *tw, int *n_tokens, ge_err *err)
 {
@@ -786,7 +786,7 @@ done:
     return st;
 }
 
-/* ---- patchify: SPEC.md 5.1 steps 4-5 ----------------------------------------------------- */
+/* ---- patchify: docs/model.md 5.1 steps 4-5 ----------------------------------------------- */
 
 ge_status ge_image_patchify(const uint8_t *rgb, int h, int w, float *patches, int32_t *pos,
                             ge_err *err)

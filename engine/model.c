@@ -10,7 +10,7 @@
 #define ARCH "gemma-embedding2"
 #define KEY(k) ARCH "." k
 
-/* Context limit per record (SPEC.md 2.5): the trained length, whatever the config says. */
+/* Context limit per record (docs/model.md 2.5): the trained length, whatever the config says. */
 #define GE_CONTEXT_LIMIT 8192
 
 static ge_status bind(const ge_gguf *g, const char *name, int64_t ne0, int64_t ne1,
@@ -115,7 +115,7 @@ static ge_status load_hparams(ge_model *m, ge_err *err)
         (st = ge_gguf_get_f32_in(g, KEY("rope.freq_base"), 1.0f, INFINITY, &base_full, err)) ||
         (st = ge_gguf_get_f32_in(g, KEY("rope.freq_base_swa"), 1.0f, INFINITY, &base_swa, err)))
         return st;
-    /* floats the engine does not read (GGUF.md: absent in EmbeddingGemma 2) are still in
+    /* floats the engine does not read (docs/gguf.md 3.1: absent in EmbeddingGemma 2) are still in
      * their meaningful range when present: out of it, the file is damaged */
     static const char *const unread[] = {KEY("attn_logit_softcapping"),
                                          KEY("final_logit_softcapping"),

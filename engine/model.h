@@ -1,7 +1,7 @@
 /* model.h - the model handle of ge.h: the gemma-embedding2 text model bound to a GGUF file,
  * the compute context it runs on, and the media towers' state.
  *
- * Hyperparameters come from metadata (GGUF.md 3); every tensor is looked up by name and its
+ * Hyperparameters come from metadata (docs/gguf.md 3); every tensor is looked up by name and its
  * type and shape checked at open. Weight data stays in the read-only mapping. Nothing about
  * the model's size is a compile-time constant, so a tiny random model loads through the
  * same code as the real one. */

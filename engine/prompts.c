@@ -1,4 +1,4 @@
-/* prompts.c - task prompt names and their prefix strings (SPEC.md 2.2, from the model's
+/* prompts.c - task prompt names and their prefix strings (docs/model.md 2.2, from the model's
  * config_sentence_transformers.json), plus the short aliases our CLI documents. */
 #include <stddef.h>
 #include <strings.h>

@@ -42,7 +42,7 @@ ge_status ge_tokenize(const ge_model *m, const char *prefix, const char *text, s
         return st;
     }
     /* A media placeholder (<|image|>, <|audio|>, <|video|>) is a slot for media vectors
-     * (SPEC.md 2.4). A text record has none to put there, so it is an error, never a <pad>
+     * (docs/model.md 2.4). A text record has none to put there, so it is an error, never a <pad>
      * row or a silent removal. The boundary tokens (<|image>, <image|>, ...) stay ordinary
      * control tokens, as in Hugging Face. */
     const char *ph = NULL;
@@ -59,7 +59,7 @@ ge_status ge_tokenize(const ge_model *m, const char *prefix, const char *text, s
                    "a text record cannot hold media placeholders", ph);
 }
 
-/* Placeholder, opening and closing pieces of each media kind (SPEC.md 2.3). */
+/* Placeholder, opening and closing pieces of each media kind (docs/model.md 2.3). */
 static const char *const BLOCK[][3] = {
     [GE_PART_IMAGE] = {"<|image|>", "<|image>", "<image|>"},
     [GE_PART_AUDIO] = {"<|audio|>", "<|audio>", "<audio|>"},

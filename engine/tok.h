@@ -1,6 +1,6 @@
 /* tok.h - the Gemma 4 BPE tokenizer (tokenizer.ggml.model = "gemma4"), from GGUF metadata.
  *
- * Follows Hugging Face tokenizers as configured for Gemma (SPEC.md 2.1), checked id for id
+ * Follows Hugging Face tokenizers as configured for Gemma (docs/model.md 2.1), checked id for id
  * against it on the real 262,144-piece vocabulary (tests/test_tokenizer_real.sh): control,
  * user-defined and unknown tokens (Hugging Face's added tokens) are split out first by exact
  * match (leftmost, longest); in the text between them every space becomes U+2581; the whole

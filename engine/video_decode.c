@@ -1,5 +1,6 @@
-/* video_decode.c - video files to the frames the vision tower sees (SPEC.md 7): the reference's
- * frame sampling, RGB conversion, and the image preprocessing at one size per video.
+/* video_decode.c - video files to the frames the vision tower sees (docs/model.md 7): the
+ * reference's frame sampling, RGB conversion, and the image preprocessing at one size per
+ * video.
  *
  * What the Hugging Face reference sees. transformers' video processors load a file with
  * load_video, whose default backend is torchcodec (PyAV, decord and OpenCV are fallbacks);
@@ -23,7 +24,7 @@
  * constant-rate stream starting at 0 they all agree with this one.
  * Packets flagged AV_PKT_FLAG_DISCARD (before an MP4 edit list's start) are not frames.
  *
- * Sampling: ge_video_sample, HF's EmbeddingGemma2VideoProcessor.sample_frames (SPEC.md 7).
+ * Sampling: ge_video_sample, HF's EmbeddingGemma2VideoProcessor.sample_frames (docs/model.md 7).
  * Timestamps: index / F (VideoMetadata.timestamps).
  *
  * Reaching the frames. Sequentially (GE_VIDEO_SEEK_NEVER): decode from the start and count,

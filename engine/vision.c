@@ -1,6 +1,6 @@
-/* vision.c - the gemma4v vision tower of an mmproj GGUF (GGUF.md 4, SPEC.md 4 and 5.2-5.3):
- * binding with the same strict checks as the text model, and the forward from an image's
- * patches to the soft tokens that replace its <|image|> placeholders.
+/* vision.c - the gemma4v vision tower of an mmproj GGUF (docs/gguf.md 4, docs/model.md 4 and
+ * 5.2-5.3): binding with the same strict checks as the text model, and the forward from an
+ * image's patches to the soft tokens that replace its <|image|> placeholders.
  *
  * The forward is one graph for both paths: `fast` picks the engine's fast linears (Q8 GEMM,
  * SGEMM panels), the tier's tiled attention and vector row kernels; otherwise every step
@@ -15,9 +15,9 @@
 #include "linear.h"
 #include "vision.h"
 
-#define ROPE_THETA 100.0 /* SPEC.md 5.2: hard-coded for gemma4v */
+#define ROPE_THETA 100.0 /* docs/model.md 5.2: hard-coded for gemma4v */
 #define POOL 3           /* 3x3 average pooling of the patch grid */
-#define PROJ_EPS 1e-6f   /* the weightless RMSNorm before mm.input_projection (SPEC.md 4) */
+#define PROJ_EPS 1e-6f   /* the weightless RMSNorm before mm.input_projection (docs/model.md 4) */
 
 typedef struct {
     ge_tensor wq, wk, wv, wo, q_norm, k_norm, ln1, attn_post, ln2, ffn_post;

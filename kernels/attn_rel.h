@@ -1,5 +1,5 @@
 /* attn_rel.h - the local relative-position attention family (kern.h attn_rel): the audio
- * conformer's attention (SPEC.md 6.3).
+ * conformer's attention (docs/model.md 6.3).
  *
  * Numerics. The scalar tier is the oracle: for query i and head h, with q' = q * q_scale and
  * k' = k * k_scale (each product rounded), each logit is the fp32 sum q' . k'_s +

@@ -91,7 +91,7 @@ typedef struct {
     float scale;
 } ge_attn_dense_args;
 
-/* Local attention with relative-position keys (the audio conformer, SPEC.md 6.3): query i of
+/* Local attention with relative-position keys (the audio conformer, docs/model.md 6.3): query i of
  * head h sees keys s = max(0, i - window + 1) .. i; with q' = q * q_scale (per head dim) and
  * k' = k * k_scale, logit = q'_i . k'_s + q'_i . r_(i-s), capped as cap * tanh(logit / cap),
  * softmax in fp32 over those keys, o_i = sum p_s v_s. attn_rel.h has the numerics. */

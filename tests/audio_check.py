@@ -1,5 +1,5 @@
 """tests/audio_check.py BUILD OUT - the C audio front end (engine/audio_mel.c through
-tests/audio_dump) against the float64 NumPy reference (tools/ref/audio.py), SPEC.md 6.1.
+tests/audio_dump) against the float64 NumPy reference (tools/ref/audio.py), docs/model.md 6.1.
 
 Clips (a seeded speech-like signal: a gliding pitch with harmonics, noise bands, a pause) of
 0.005 s, 1 s, 7.3 s, 30 s and 45 s as 16-bit 16 kHz WAV files, decoded by the C side (the

@@ -9,7 +9,7 @@ Writes into DIR:
   expect.json    per corpus record, in order: its line, the id the output must echo, and
                  for a bad record the error code and a regex for the cause in its message
 
-A good record is one the product must embed: PRODUCT.md section 2 and the man page
+A good record is one the product must embed: docs/product.md section 2 and the man page
 (INPUT FORMATS) say unknown fields are ignored, ids repeat freely (duplicate ids are not
 errors), "content" stands for "text", a null prompt or title is absent, and blank lines are
 not records (but still count as lines). CORPUS_SEED changes the draw."""

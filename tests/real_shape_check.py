@@ -8,7 +8,7 @@ The tiny goldens cannot exercise the real head widths (256/512), GQA 4:2 and MQA
 a few short texts (the scalar reference engine is slow on long ones). Gates: token ids equal;
 cosine against the reference on the same dequantised weights >= 0.99999 for float weights,
 >= 0.999 for quantised files (Q8_0, the K-quant mixes: the int8 kernels also quantise the
-activations, TESTING.md 2); for quantised files, --release-weights drops the repacked pages
+activations, docs/testing.md 2); for quantised files, --release-weights drops the repacked pages
 and the peak resident set stays within 1.1 x the file (issue 15) on a batch that fills
 whole waves (64 records of about 160 tokens, as the peer benchmark; release builds only:
 the sanitizers' own memory would be counted).

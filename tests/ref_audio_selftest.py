@@ -130,7 +130,7 @@ def _():
             bad.append("L=%d: %s" % (L, out.shape))
         if L == 99 and AT.tower(T, f[:L], L, "llamacpp").shape[0] != 25:
             bad.append("llamacpp L=99")
-    # the SPEC.md 6.1 examples (GGUF.md: 479 / 350 / 199 mel frames -> 120 / 88 / 50)
+    # the docs/model.md 6.1 examples (479 / 350 / 199 mel frames -> 120 / 88 / 50)
     for L, n in ((479, 120), (350, 88), (199, 50), (750 * 4, 750)):
         if AT.AudioTower.n_tokens(L) != n:
             bad.append("n_tokens(%d)" % L)
@@ -181,7 +181,7 @@ def conv_loops(x, w):
 
 
 def subsample_loops(t, feat):
-    """SPEC.md 6.2 written out per (time, freq) point, reading the GGUF tensors directly."""
+    """docs/model.md 6.2 written out per (time, freq) point, reading the GGUF tensors directly."""
     g = GGUFFile(MM)
     x = np.asarray(feat, np.float64)[None]
     for j in (0, 1):
@@ -227,7 +227,7 @@ def _():
 # ============================================================ attention
 def blocked_attention(q, k, v, R, valid=None, chunk=12, max_past=12, max_future=0,
                       window=12, cap=50.0):
-    """Hugging Face's blocked local attention (SPEC.md 6.3): queries in blocks of `chunk`,
+    """Hugging Face's blocked local attention (docs/model.md 6.3): queries in blocks of `chunk`,
     keys gathered in context windows of chunk + max_past + max_future (24), the relative
     term over positions max_past .. -max_future (13: d = 12 .. 0) aligned with the
     Transformer-XL rel-shift (pad the last axis to C+1, flatten, drop the tail, reshape), the
@@ -268,7 +268,7 @@ def blocked_attention(q, k, v, R, valid=None, chunk=12, max_past=12, max_future=
 
 
 def loop_attention(q, k, v, R, window=12, cap=50.0):
-    """per query and head, straight from SPEC.md 6.3"""
+    """per query and head, straight from docs/model.md 6.3"""
     Tn, nh, hd = q.shape
     out = np.zeros((Tn, nh, hd))
     for t in range(Tn):
@@ -490,7 +490,7 @@ X_LAYER = RNG.standard_normal((17, D)) * 1.5
 
 
 def layer_loops(x, conv_left=4, ffn_weight=0.5, glu_swap=False):
-    """SPEC.md 6.3 layer 0, per time step; conv_left = how many past frames the depthwise
+    """docs/model.md 6.3 layer 0, per time step; conv_left = how many past frames the depthwise
     kernel reaches (the rest are future frames)"""
     g = GGUFFile(MM)
     W = lambda n: g.tensor("a.blk.0." + n)  # noqa: E731

@@ -237,7 +237,7 @@ def _():
     return (not bad), "; ".join(bad)
 
 
-@check("prompts: SPEC 2.2 table and aliases, case-insensitive")
+@check("prompts: docs/model.md 2.2 table and aliases, case-insensitive")
 def _():
     want = {
         "task: search result | query: ": ["query", "Retrieval-query",

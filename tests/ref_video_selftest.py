@@ -4,7 +4,7 @@ tools/ref/embed_media.py and tools/ref/mkvideo); needs no C code.
 
 usage: tests/ref_video_selftest.py
 
-- sampling (SPEC.md 7): 3 s at 25 fps -> [0, 25, 50]; 75 s -> 32 uniform indices (the list
+- sampling (docs/model.md 7): 3 s at 25 fps -> [0, 25, 50]; 75 s -> 32 uniform indices (the list
   written out); 29.97 fps; n > max_frames (uniform and truncate); a 0.5 s clip -> 1 frame;
   fps 2 and 0.25; the last-frame clamp; bad arguments refused; and a seeded sweep against
   a numpy-free version in doubles (k * ((n-1)/(m-1)) for numpy.linspace, as the C side

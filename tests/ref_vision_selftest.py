@@ -106,7 +106,7 @@ def _():
 # ========================================================= patch embedding
 @check("patch embedding: equals a strided convolution of the CHW image")
 def _():
-    # an image [3, 48, 32] (3 x 2 patches), patchified as SPEC 5.1 says:
+    # an image [3, 48, 32] (3 x 2 patches), patchified as docs/model.md 5.1 says:
     # row-major patches, each flattened (y_in_patch, x_in_patch, channel)
     rng = np.random.default_rng(5)
     img = rng.uniform(0, 1, (3, 48, 32))

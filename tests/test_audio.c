@@ -13,7 +13,7 @@
  *   - hostile input: every prefix of small files, byte flips, zero length, huge header
  *     values, text, random bytes, a video-only file: a clean error with a message, never a
  *     crash (run under `make SAN=1` too), and nothing at all written to stderr;
- *   - ge_audio_frames against SPEC.md 6.1's formulas, the front end's output identical
+ *   - ge_audio_frames against docs/model.md 6.1's formulas, the front end's output identical
  *     whatever the runner and thread count (also ge_model_audio_features), and its values on
  *     silence and pure tones. tests/audio_check.py compares the values with the NumPy
  *     reference. */
@@ -659,7 +659,7 @@ static void pool_run(void *pool, int64_t n, ge_task_fn fn, void *ctx)
 
 static void test_frames(void)
 {
-    /* n, official frames, valid, llamacpp frames (SPEC.md 6.1 and llama.cpp's gemma4a) */
+    /* n, official frames, valid, llamacpp frames (docs/model.md 6.1 and llama.cpp's gemma4a) */
     static const int64_t t[][4] = {
         {0, 0, 0, 0},           {1, 0, 0, 0},           {2, 0, 0, 1},
         {80, 0, 0, 1},          {128, 0, 0, 1},         {129, 1, 0, 1},
@@ -679,9 +679,9 @@ static void test_frames(void)
                      (long long)f, (long long)v, (long long)fl, (long long)vl);
         }
     }
-    check(bad == 0, "frames: the SPEC.md 6.1 counts (0..161 samples, 1 s, 7.3 s, 30 s) both semantics",
+    check(bad == 0, "frames: the docs/model.md 6.1 counts (0..161 samples, 1 s, 7.3 s, 30 s) both semantics",
           "%d wrong, last %s", bad, detail);
-    /* soft tokens (L + 3) / 4 from GGUF.md's reference: 479 / 350 / 199 frames -> 120 / 88 / 50 */
+    /* soft tokens (L + 3) / 4 from docs/model.md 6.1: 479 / 350 / 199 frames -> 120 / 88 / 50 */
     int64_t v1, v2, v3;
     ge_audio_frames(479 * 160 + 1, GE_SEM_OFFICIAL, &v1);
     ge_audio_frames(350 * 160 + 1, GE_SEM_OFFICIAL, &v2);

@@ -106,7 +106,7 @@ vocab = g["tokenizer.ggml.tokens"]
 BOS, EOS = g["tokenizer.ggml.bos_token_id"], g["tokenizer.ggml.eos_token_id"]
 A_OPEN, A_PH, A_CLOSE = (vocab.index(t) for t in ("<|audio>", "<|audio|>", "<audio|>"))
 
-def n_tokens(n):  # soft tokens of n samples at 16 kHz (SPEC.md 6.1)
+def n_tokens(n):  # soft tokens of n samples at 16 kHz (docs/model.md 6.1)
     L = (n - 1) // 160 if n >= 161 else 0
     return (L + 3) // 4
 
@@ -251,7 +251,7 @@ check(rc == 1 and [r.get("tokens") for r in rows[:2]] == [[BOS] + block(16000) +
       "too short" in rows[2].get("error", {}).get("message", ""),
       "--input files: audio paths are audio records", (rc, rows[2:], err))
 
-# manual <|audio|> placeholders in the text place the clips (SPEC.md 2.3), in order; with any
+# manual <|audio|> placeholders in the text place the clips (docs/model.md 2.3), in order; with any
 # manual placeholder no media goes first, and the counts of each kind must match
 put_jsonl("manual.jsonl", [
     {"id": "two", "audio": ["s73.flac", "one.wav"], "text": "a <|audio|> b<|audio|>"},

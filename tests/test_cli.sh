@@ -445,7 +445,7 @@ import json, sys
 d = json.load(open(sys.argv[1]))
 assert d["reps"] == 2 and len(d["cases"]) >= 5 and all(c["tokens_per_s_mean"] > 0 for c in d["cases"])
 imgs = d["images"]
-# a 1280x960 picture's soft tokens per budget (SPEC.md 5.1), each with time and GMAC/s
+# a 1280x960 picture's soft tokens per budget (docs/model.md 5.1), each with time and GMAC/s
 assert [(i["budget"], i["soft_tokens"]) for i in imgs] == [(70, 63), (140, 130), (280, 266), (560, 540), (1120, 1064)], imgs
 assert all(i["seconds_mean"] > 0 and i["gmacs"] > 0 and i["patches"] == 9 * i["soft_tokens"] for i in imgs)
 assert d["image_operations"]["attention"]["gmac"] > 0

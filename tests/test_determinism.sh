@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # A record's vector is byte-identical whatever the thread count, wave packing, or its
-# position among other records (PRODUCT.md 4), for each weight type and kernel tier.
+# position among other records (docs/product.md 4), for each weight type and kernel tier.
 set -u
 BIN=${BIN:-./gemmaembed}
 PYTHON=${PYTHON:-/usr/bin/python3}

@@ -1,5 +1,5 @@
 /* test_image.c - engine/image.c on images built here (a PNG writer over zlib, libjpeg's and
- * libwebp's encoders): the SPEC.md 5.1 size table and error cases, exact PNG/WebP decodes,
+ * libwebp's encoders): the docs/model.md 5.1 size table and error cases, exact PNG/WebP decodes,
  * EXIF orientations 1-8, PIL's 16-bit and alpha rules, and hostile input (every prefix,
  * byte flips, huge and zero sizes, unknown formats) giving clean errors. Run it under
  * `make SAN=1 tests` as well: nothing may crash or leak. tests/test_image.sh compares with
@@ -157,7 +157,7 @@ static void hostile(const char *name, const buf *b, size_t ok_from)
 static void test_plan(void)
 {
     static const int table[3][2][5][2] = {
-        /* H x W: {th, tw} for budgets 70, 140, 280, 560, 1120 (SPEC.md 5.1) */
+        /* H x W: {th, tw} for budgets 70, 140, 280, 560, 1120 (docs/model.md 5.1) */
         {{{480, 640}}, {{336, 432}, {480, 624}, {672, 912}, {960, 1296}, {1344, 1824}}},
         {{{1024, 1024}}, {{384, 384}, {528, 528}, {768, 768}, {1104, 1104}, {1584, 1584}}},
         {{{720, 1280}}, {{288, 528}, {384, 720}, {576, 1056}, {816, 1488}, {1200, 2112}}},
@@ -179,7 +179,8 @@ static void test_plan(void)
                          table[i][0][0][0], table[i][0][0][1], budgets[b], th, tw, n, e.msg);
             }
         }
-    check(bad == 0, "plan: the SPEC.md 5.1 table (15 cases)", "%d wrong, last %s", bad, detail);
+    check(bad == 0, "plan: the docs/model.md 5.1 table (15 cases)", "%d wrong, last %s", bad,
+          detail);
     /* any square, any 16:9 give the table's sizes */
     int th, tw, n;
     ge_err e = {0};

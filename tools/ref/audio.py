@@ -1,15 +1,15 @@
 #!/usr/bin/python3
-"""Reference audio front end (NumPy, float64), SPEC.md 6.1, and a WAV loader for the tests.
+"""Reference audio front end (NumPy, float64), docs/model.md 6.1, and a WAV loader for the tests.
 
     features(x, semantics="official") -> (feat float32 [frames, 128], n_valid)
 
 x is a mono waveform at 16 kHz (any float dtype; it is taken as float32, as Hugging Face's
-feature extractor receives it after SequenceFeatureExtractor.pad). Written from SPEC.md 6.1,
+feature extractor receives it after SequenceFeatureExtractor.pad). Written from docs/model.md 6.1,
 independently of engine/audio_mel.c: numpy's rfft and a dense filterbank matrix.
 
   frame_counts(n, semantics)  (frames, valid) for n samples
   hann()                       periodic Hann of 320 as float32
-  mel_filterbank()             M [257, 128], float64 (SPEC.md 6.1 step 6)
+  mel_filterbank()             M [257, 128], float64 (docs/model.md 6.1 step 6)
   features(x, semantics)       steps 1-8 (the truncation to 30 s is the caller's: see
                                truncate(); the C decoder does it)
   load_wav(path)               (float32 mono at the file's rate, rate) with Python's wave
@@ -17,11 +17,11 @@ independently of engine/audio_mel.c: numpy's rfft and a dense filterbank matrix.
                                libsndfile does, channels averaged in float32 as librosa does
   load_raw(path)               float32 samples from a raw little-endian file
 
-The tower (conformer + embed_audio, SPEC.md 6.2-6.4 and 4) is tools/ref/audio_tower.py;
+The tower (conformer + embed_audio, docs/model.md 6.2-6.4 and 4) is tools/ref/audio_tower.py;
 `audio.py tower MMPROJ FEAT.f32 FRAMES VALID OUT.f32 [official|llamacpp] [--trace DIR]`
 runs its CLI (documented there).
 
-Semantics (GGUF.md): "official" is Hugging Face's ln(mel + 0.001), the waveform padded to a
+Semantics (docs/model.md 8): "official" is Hugging Face's ln(mel + 0.001), the waveform padded to a
 multiple of 128 samples and frames past the real audio zeroed; "llamacpp" is llama.cpp's
 ln(max(mel, 0.001)) with no padding to 128 and no mask; its frame count is that of
 mtmd_audio_preprocessor_gemma4a (one frame for 2..160 samples, none for 0 or 1).
@@ -42,7 +42,7 @@ MAX_SAMPLES = 30 * RATE
 
 
 def frame_counts(n, semantics="official"):
-    """(frames, valid) for n samples (SPEC.md 6.1 steps 1-3 and 8)."""
+    """(frames, valid) for n samples (docs/model.md 6.1 steps 1-3 and 8)."""
     if semantics == "llamacpp":
         if n < 2:
             return 0, 0

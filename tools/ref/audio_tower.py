@@ -1,8 +1,8 @@
 #!/usr/bin/python3
 """Float64 NumPy reference of the EmbeddingGemma 2 audio tower (the Gemma 4 conformer,
-SPEC.md 6.2-6.4) and embed_audio (SPEC.md 4), reading the llama.cpp mmproj GGUF layout
-(GGUF.md section 4, "Audio tensors (prefix a.)"). Written from SPEC.md alone, independently
-of engine/audio*.c. The front end (log-mel, SPEC.md 6.1) is tools/ref/audio.py.
+docs/model.md 6.2-6.4) and embed_audio (docs/model.md 4), reading the llama.cpp mmproj
+GGUF layout (docs/gguf.md section 4.3). Written from docs/model.md alone, independently of
+engine/audio*.c. The front end (log-mel, docs/model.md 6.1) is tools/ref/audio.py.
 
     t = AudioTower("mmproj.gguf")                      # or a GGUFFile
     soft = t.encode(feat, n_valid)                     # [(L+3)//4, projection_dim] float64
@@ -25,7 +25,7 @@ subsample [N, D] after a.input_projection, blk<i>.ffn1 / .attn / .lconv / .ffn2 
 [N, D] after each residual sub-block (.out after ln2), pre_encode [N, E] with its bias,
 soft [N, projection_dim]) and prints one "name rows cols" line per file.
 
-Conventions read from the file (GGUF.md; tools/mkmodel writes the same):
+Conventions read from the file (docs/gguf.md 4.3; tools/mkmodel writes the same):
 - conv weights ggml {kw, kh, in, out} = numpy [out][in][kh][kw], kh along time, kw along
   the mel axis; PyTorch cross-correlation, stride 2, one zero row/column of padding.
 - a.input_projection {C1 * M/4, D}: input index f * C1 + c (freq-major, channel-minor).
@@ -33,7 +33,7 @@ Conventions read from the file (GGUF.md; tools/mkmodel writes the same):
 - per_dim_scale is stored after softplus (multiplied in directly); accepted with or
   without the ".weight" suffix.
 - every clipped linear has its own F32 [1] input_min/input_max/output_min/output_max.
-- norm eps is 1e-6 everywhere (SPEC.md 6.3; clip.cpp overrides the file's key, 1e-5).
+- norm eps is 1e-6 everywhere (docs/model.md 6.3; clip.cpp overrides the file's key, 1e-5).
 - a.pre_encode.out.bias is applied when present. Other a.* tensors this reference does not
   know (per-linear biases, per_dim_k_scale, mm.a.soft_emb_norm) are refused rather than
   ignored.
@@ -52,9 +52,9 @@ if HERE not in sys.path:
 from gguf import GGUFError, GGUFFile  # noqa: E402
 
 A = "clip.audio."
-EPS = 1e-6                 # every audio norm (SPEC.md 6.2, 6.3) and embed_audio (SPEC.md 4)
-GRAD_CLIP = 1e10           # SPEC.md 6.3 grad_clip: min(1e10, dtype max)
-CHUNK = 12                 # attention: query t sees keys t-11 .. t (SPEC.md 6.3)
+EPS = 1e-6                 # every audio norm (docs/model.md 6.2, 6.3), embed_audio (4)
+GRAD_CLIP = 1e10           # docs/model.md 6.3 grad_clip: min(1e10, dtype max)
+CHUNK = 12                 # attention: query t sees keys t-11 .. t (docs/model.md 6.3)
 MAX_PAST = 12              # HF's max_past_horizon: relative positions d = 0..12 are built
 LOGIT_CAP = 50.0
 MASKED = -1e9
@@ -115,7 +115,7 @@ def sinusoid_pe(n_pos, D):
 
 
 def local_attention(q, k, v, R, window=CHUNK, cap=LOGIT_CAP):
-    """The unblocked form of SPEC.md 6.3. q, k, v [T, nh, hd] (already scaled); R [>=window,
+    """The unblocked form of docs/model.md 6.3. q, k, v [T, nh, hd] (already scaled); R [>=window,
     nh, hd] the projected relative embeddings by distance d = t - s. Query t sees keys
     s = t - d for 0 <= d < window, s >= 0. Returns [T, nh * hd]."""
     T, nh, hd = q.shape
@@ -229,7 +229,7 @@ class AudioTower:
         return tuple(float(self.w(base + "." + k).reshape(-1)[0]) for k in BOUNDS)
 
     def clip_linear(self, x, base, stats=None):
-        """clamp(clamp(x, in_min, in_max) W^T, out_min, out_max) (SPEC.md 6.3).
+        """clamp(clamp(x, in_min, in_max) W^T, out_min, out_max) (docs/model.md 6.3).
         stats: a dict collecting per-linear clip counts."""
         lo, hi, olo, ohi = self.bounds(base)
         xc = np.clip(x, lo, hi)
@@ -241,7 +241,7 @@ class AudioTower:
                   np.sum(y < olo), np.sum(y > ohi), y.size)
         return yc
 
-    # ---- sub-sampling (SPEC.md 6.2) ----
+    # ---- sub-sampling (docs/model.md 6.2) ----
     def subsample(self, feat, trace=None):
         """feat [L, M] (only valid frames) -> [(L+3)//4, D]"""
         x = np.asarray(feat, dtype=np.float64)[None]                   # [1, L, M]
@@ -256,7 +256,7 @@ class AudioTower:
         flat = x.transpose(1, 2, 0).reshape(N, M4 * C)                   # index f*C1 + c
         return flat @ self.w("a.input_projection.weight").T
 
-    # ---- conformer layer (SPEC.md 6.3) ----
+    # ---- conformer layer (docs/model.md 6.3) ----
     def ffn(self, x, b, sfx, stats=None):
         h = rms_norm(grad_clip(x), self.w(b + "ffn_norm" + sfx + ".weight"))
         h = silu(self.clip_linear(h, b + "ffn_up" + sfx, stats))
@@ -317,7 +317,7 @@ class AudioTower:
                 trace["blk%d.%s" % (i, name)] = x
         return x
 
-    # ---- output (SPEC.md 6.4, 4) ----
+    # ---- output (docs/model.md 6.4, 4) ----
     def output(self, x):
         y = x @ self.w("a.pre_encode.out.weight").T
         if self.has_bias or "a.pre_encode.out.bias" in self.overrides:

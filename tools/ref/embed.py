@@ -7,7 +7,7 @@ usage: embed.py -m MODEL.gguf [--dim N] [--prompt NAME] [--prefix STR]
 Input: JSONL records {"id": ..., "text": "...", optional "prompt": NAME or
 "prefix": STR} (stdin if FILE is absent or "-"). A per-record prompt/prefix
 overrides --prompt/--prefix. The prompt string is prepended to the text
-before tokenisation (SPEC.md 2.2/2.3).
+before tokenisation (docs/model.md 2.2/2.3).
 Output: JSONL {"id": ..., "tokens": [...], "embedding": [...]} with floats
 printed with repr (17 significant digits round-trip).
 """
@@ -32,7 +32,7 @@ _FACT = "task: fact checking | query: "
 _QA = "task: question answering | query: "
 _STS = "task: sentence similarity | query: "
 
-# SPEC.md 2.2 plus short lowercase aliases; looked up case-insensitively.
+# docs/model.md 2.2 plus short lowercase aliases; looked up case-insensitively.
 PROMPTS = {
     "query": _Q, "retrieval-query": _Q, "retrieval": _Q, "reranking": _Q,
     "bitextmining": _Q, "searchquery": _Q,

@@ -9,7 +9,7 @@ usage: embed_media.py -m TEXT.gguf --mmproj MMPROJ.gguf [--prompt NAME]
 
 Input: JSONL records (stdin if FILE is absent or "-"):
   {"id": ..., "image": IMG or [IMG, ...], "text": "...", "prompt": NAME}
-      the images come first, then the text (SPEC.md 2.3), unless the text
+      the images come first, then the text (docs/model.md 2.3), unless the text
       holds its own "<|image|>" placeholders: then no automatic ones are
       added and the images fill those, in order;
   {"id": ..., "audio": AUD or [AUD, ...], "text": "..."}
@@ -18,14 +18,14 @@ Input: JSONL records (stdin if FILE is absent or "-"):
   {"id": ..., "video": VID or [VID, ...], "text": "..."}
       the same for videos ("<|video|>" placeholders); with several of
       "image", "video", "audio": the images, then the videos, then the
-      clips, then the text (the order of SPEC.md 2.4's scatter);
+      clips, then the text (the order of docs/model.md 2.4's scatter);
   {"id": ..., "content": [{"type": "text", "text": "..."},
                           {"type": "image", "image": IMG},
                           {"type": "audio", "audio": AUD},
                           {"type": "video", "video": VID}, ...]}
       items in the given order, concatenated with no separator ("path"
       also names an image, audio or video file).
-  "prompt" (a SPEC.md 2.2 name) or "prefix" (a literal string) go first;
+  "prompt" (a docs/model.md 2.2 name) or "prefix" (a literal string) go first;
   per record they override --prompt / --prefix. "budget" per record
   overrides --budget (only used when an image file is preprocessed).
 IMG is a path (relative paths are joined to --base, default the current
@@ -43,14 +43,14 @@ AUD is a path (joined to --base likewise):
                raw little-endian float32 samples at 16 kHz (what
                tests/audio_dump decode writes).
 VID is a video file (joined to --base likewise), read by tools/ref/videoref.py:
-metadata from ffprobe's packet list, frames sampled per SPEC.md 7 (--video-fps,
+metadata from ffprobe's packet list, frames sampled per docs/model.md 7 (--video-fps,
 default 1; at most --video-frames, default 32, chosen uniformly), extracted
 with the ffmpeg command as RGB24 and resized as images at --video-tokens
 (default 140) with the size computed once per video; each frame goes
 through the vision tower alone. In the layout a video is, per sampled frame,
 <|image> + <|video|> x N + <image|> (no separator); with --video-timestamps
 (or "video_timestamps": true in a record) each block is prefixed "MM:SS "
-and the blocks are joined by " " (SPEC.md 2.3), as one string with the
+and the blocks are joined by " " (docs/model.md 2.3), as one string with the
 texts around it, so BPE may merge a timestamp with an adjacent text.
 The samples are cut to 30 s, run through the front end (audio.features,
 --semantics) and the tower (audio_tower.py): N = (L+3)//4 soft tokens for
@@ -63,7 +63,7 @@ is tokenised with <bos>/<eos> and each "<|image|>" id
 is expanded to <|image> + <|image|> x N + <image|>, each "<|audio|>" to
 <|audio> + <|audio|> x N + <audio|>, each "<|video|>" id to N of them
 (the frame's <|image> and <image|> are in the string), N = the item's
-soft-token count (SPEC.md 2.3). The soft tokens (vision.py, audio_tower.py) replace the
+soft-token count (docs/model.md 2.3). The soft tokens (vision.py, audio_tower.py) replace the
 placeholder rows.
 
 Output: one line per record, {"id", "tokens", "soft_tokens" (N per media
@@ -233,7 +233,7 @@ def load_video(path, fps=videoref.FPS, max_frames=videoref.MAX_FRAMES,
 
 def record_items(rec):
     """[("text", str) | ("image", IMG) | ("audio", AUD)] in layout order
-    (SPEC.md 2.3)."""
+    (docs/model.md 2.3)."""
     if "content" in rec:
         content = rec["content"]
         if not isinstance(content, list):

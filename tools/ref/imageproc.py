@@ -1,10 +1,10 @@
 #!/usr/bin/python3
-"""Reference image preprocessing (NumPy), SPEC.md 5.1 steps 2-5.
+"""Reference image preprocessing (NumPy), docs/model.md 5.1 steps 2-5.
 
     preprocess(rgb_uint8_hwc, budget) -> (patches float64 [N, 768],
                                           positions int64 [N, 2] as (x, y), (th, tw))
 
-Written from SPEC.md 5.1 and the description of torchvision's uint8 antialiased bicubic
+Written from docs/model.md 5.1 and the description of torchvision's uint8 antialiased bicubic
 resize (aten _upsample_bicubic2d_aa), independently of engine/image.c: the taps are built
 per output index in plain Python and each pass is one integer matrix product.
 
@@ -36,7 +36,7 @@ SIDE = PATCH * POOL  # 48
 
 
 def plan(h, w, budget):
-    """SPEC.md 5.1 step 2 (get_aspect_ratio_preserving_size) -> (th, tw, n_tokens)."""
+    """docs/model.md 5.1 step 2 (get_aspect_ratio_preserving_size) -> (th, tw, n_tokens)."""
     if budget not in BUDGETS:
         raise ValueError("budget %r not in %r" % (budget, BUDGETS))
     if h < 1 or w < 1:

@@ -1,12 +1,12 @@
 #!/usr/bin/python3
-"""Float64 NumPy reference of the EmbeddingGemma 2 text encoder (SPEC.md
-section 3), reading the llama.cpp GGUF layout (GGUF.md section 3).
+"""Float64 NumPy reference of the EmbeddingGemma 2 text encoder (docs/model.md
+section 3), reading the llama.cpp GGUF layout (docs/gguf.md section 3).
 
 token ids in -> 768-d (embedding_length_out) L2-normalised vector out.
 Every hyper-parameter comes from the GGUF metadata. Quantised weights are
 simply dequantised to float64.
 
-Media (SPEC.md 2.4, 3.3, 4): forward(ids, media={"image": rows, ...})
+Media (docs/model.md 2.4, 3.3, 4): forward(ids, media={"image": rows, ...})
 takes the soft-token vectors of each modality ([n, H], already through
 embed_vision / embed_audio). Every placeholder id (<|image|>, <|audio|>,
 <|video|>) is looked up as <pad> and its row overwritten, in sequence
@@ -159,7 +159,7 @@ class Model:
             raise GGUFError("output.weight dims %s, expected %s"
                             % (ti.dims, (self.n_embd, self.n_out)))
 
-        # media placeholders (SPEC.md 2.4), found by piece in the vocabulary
+        # media placeholders (docs/model.md 2.4), found by piece in the vocabulary
         toks = g.get("tokenizer.ggml.tokens") or []
         self.placeholder_ids = {}
         for kind in MEDIA_KINDS:

@@ -1,7 +1,7 @@
 #!/usr/bin/python3
 """Throwaway GGUF writer for testing the reference on its own.
 
-Writes a random-weight "gemma-embedding2" text model in the GGUF.md layout,
+Writes a random-weight "gemma-embedding2" text model in the docs/gguf.md 3 layout,
 with a small vocabulary (specials, byte tokens, characters) and BPE merges
 learned from a small built-in corpus. This is NOT the project's generator
 (tools/mkmodel); it exists so the reference and its self-test do not depend

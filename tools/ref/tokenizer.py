@@ -1,5 +1,5 @@
 #!/usr/bin/python3
-"""Reference BPE tokenizer built from a GGUF vocabulary (SPEC.md section 2.1).
+"""Reference BPE tokenizer built from a GGUF vocabulary (docs/model.md section 2.1).
 
 Deliberately simple and slow. Hugging Face semantics:
   1. split the text on control (type 3) and user-defined (type 4) token

@@ -1,11 +1,11 @@
 #!/usr/bin/python3
-"""Reference video frame sampling (SPEC.md 7) and frame extraction with the ffmpeg command,
+"""Reference video frame sampling (docs/model.md 7) and frame extraction with the ffmpeg command,
 written from the Hugging Face code independently of engine/video_decode.c.
 
   sample_frames(duration, src_fps, total, fps=1, max_frames=32, overflow="uniform")
         EmbeddingGemma2VideoProcessor.sample_frames: the frame indices (numpy int64)
   timestamps(indices, src_fps)      VideoMetadata.timestamps: index / fps, in seconds
-  timestamp_prefix(seconds)         "MM:SS" as replace_video_token writes it (SPEC.md 2.3)
+  timestamp_prefix(seconds)         "MM:SS" as replace_video_token writes it (docs/model.md 2.3)
   probe(path)                       the metadata HF's default loader (torchcodec,
                                     seek_mode="exact") builds, from ffprobe's packet list:
                                     {"frames", "begin", "end", "duration", "fps"}

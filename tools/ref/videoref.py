@@ -1,21 +1,21 @@
 #!/usr/bin/python3
-"""Reference video input (SPEC.md 7 and 2.3): metadata, frame sampling, frame extraction with
+"""Reference video input (docs/model.md 7 and 2.3): metadata, frame sampling, frame extraction with
 the ffmpeg command, per-video preprocessing, timestamps and the frame-block layout.
 
-Written for the goldens (tools/ref/mkgolden --only video) from SPEC.md and the Hugging Face
+Written for the goldens (tools/ref/mkgolden --only video) from docs/model.md and the Hugging Face
 code it cites, independently of engine/video_decode.c. tools/ref/video.py is the engine side's
 reference (tests/test_video.sh); this file keeps the same names and semantics for the
 functions they share (sample_frames, timestamps, timestamp_prefix, probe, extract_rgb) but is a
 separate implementation, so the two check one another (tests/ref_video_selftest.py).
 
   sample_frames(duration, src_fps, total, fps=1, max_frames=32, overflow="uniform")
-        SPEC.md 7 (HF EmbeddingGemma2VideoProcessor.sample_frames): numpy int64 indices.
+        docs/model.md 7 (HF EmbeddingGemma2VideoProcessor.sample_frames): numpy int64 indices.
         n = max(1, floor(duration * fps)); idx_i = min(total - 1, floor(i * (src_fps / fps)))
         for i < n; when n > max_frames, idx[floor(linspace(0, n - 1, max_frames))]
         ("truncate": the first max_frames).
   timestamps(indices, src_fps)   seconds of each sampled frame: index / src_fps
                                  (VideoMetadata.timestamps)
-  timestamp_prefix(s)            "MM:SS" = f"{int(s//60):02d}:{int(s%60):02d}" (SPEC.md 2.3)
+  timestamp_prefix(s)            "MM:SS" = f"{int(s//60):02d}:{int(s%60):02d}" (docs/model.md 2.3)
   probe(path)                    metadata as HF's default loader builds it (below)
   probe_header(path)             the stream/container header fields, for comparison only
   extract_rgb(path, indices)     uint8 [n, h, w, 3] frames at the source size, ffmpeg command
@@ -25,10 +25,11 @@ separate implementation, so the two check one another (tests/ref_video_selftest.
            ONCE from the source frame size (imageproc.plan at `budget`, default 140), every
            frame resized to it (imageproc.resize_u8) and patchified (imageproc.patchify).
   frame_blocks(seconds, n_soft, with_timestamps, placeholder=...)
-        the layout text of one video (SPEC.md 2.3): per frame "<|image>" + "<|video|>" x n_soft
-        + "<image|>", concatenated; with timestamps each block is prefixed "MM:SS " and the
-        blocks are joined by " ". placeholder=1 gives one "<|video|>" per frame (the form
-        embed_media.py tokenizes, then expands each to n_soft ids: the same ids).
+        the layout text of one video (docs/model.md 2.3): per frame "<|image>" +
+        "<|video|>" x n_soft + "<image|>", concatenated; with timestamps each block is
+        prefixed "MM:SS " and the blocks are joined by " ". placeholder=1 gives one
+        "<|video|>" per frame (the form embed_media.py tokenizes, then expands each to n_soft
+        ids: the same ids).
 
 Metadata (probe). transformers' load_video uses torchcodec by default, VideoDecoder with
 seek_mode="exact", which scans every packet of the first video stream. From ffprobe:
@@ -77,7 +78,7 @@ IMAGE_BEGIN, IMAGE_END, VIDEO_PLACEHOLDER = "<|image>", "<image|>", "<|video|>"
 # ------------------------------------------------------------------------ sampling
 
 def sample_frames(duration, src_fps, total, fps=FPS, max_frames=MAX_FRAMES, overflow="uniform"):
-    """SPEC.md 7 frame sampling; numpy int64 indices (see the module doc)."""
+    """docs/model.md 7 frame sampling; numpy int64 indices (see the module doc)."""
     if not (total >= 1 and src_fps > 0 and fps > 0 and max_frames >= 1
             and math.isfinite(duration) and duration >= 0):
         raise ValueError("bad sampling arguments: duration %r, src_fps %r, total %r, fps %r, "
@@ -106,7 +107,7 @@ def timestamp_prefix(s):
 
 
 def frame_blocks(seconds, n_soft, with_timestamps=False, placeholder=None):
-    """The layout text of one video's frames (SPEC.md 2.3). placeholder: how many
+    """The layout text of one video's frames (docs/model.md 2.3). placeholder: how many
     "<|video|>" per block (default n_soft)."""
     k = n_soft if placeholder is None else placeholder
     block = IMAGE_BEGIN + VIDEO_PLACEHOLDER * k + IMAGE_END

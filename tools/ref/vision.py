@@ -1,7 +1,7 @@
 #!/usr/bin/python3
-"""Float64 NumPy reference of the EmbeddingGemma 2 vision tower (SPEC.md
+"""Float64 NumPy reference of the EmbeddingGemma 2 vision tower (docs/model.md
 section 5.2), its 3x3 pooler (5.3) and embed_vision (4), reading the
-llama.cpp mmproj GGUF layout (GGUF.md section 4).
+llama.cpp mmproj GGUF layout (docs/gguf.md section 4).
 
     tower = VisionTower("mmproj.gguf")
     soft = tower.encode(patches, positions)   # [N_img, text hidden]
@@ -26,7 +26,7 @@ from gguf import GGUFError, GGUFFile
 from model import gelu_tanh, rms_norm, rope_neox
 
 ROPE_THETA = 100.0
-EMBED_EPS = 1e-6          # embed_vision's weightless RMSNorm (SPEC.md 4)
+EMBED_EPS = 1e-6          # embed_vision's weightless RMSNorm (docs/model.md 4)
 V = "clip.vision."
 
 
@@ -94,7 +94,7 @@ def pool_index(positions, pw, k):
 
 class VisionTower:
     def __init__(self, path_or_gguf, cache_weights=None, semantics="official"):
-        # semantics "llamacpp": llama.cpp's quick-GELU in the MLP (GGUF.md), else tanh-GELU
+        # semantics "llamacpp": llama.cpp's quick-GELU in the MLP (docs/model.md 8), else tanh-GELU
         self.act = quick_gelu if semantics == "llamacpp" else gelu_tanh
         g = path_or_gguf if isinstance(path_or_gguf, GGUFFile) \
             else GGUFFile(path_or_gguf)
