@@ -4,18 +4,12 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/resource.h>
-#include <time.h>
 
 #include "bench.h"
-#include "paths.h"
+#include "clock.h"
 #include "input.h"
-
-double ge_bench_now(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
+#include "msg.h"
+#include "paths.h"
 
 typedef struct {
     char name[64];
@@ -111,15 +105,16 @@ static bool add_input_case(const ge_opts *o, ge_model *m, bench_case *c)
     return c->n_seq > 0;
 }
 
-int ge_bench_weights(FILE *f, const ge_opts *o, const ge_model *m, ge_err *err)
+ge_status ge_bench_weights(FILE *f, const ge_opts *o, const ge_model *m, ge_err *err)
 {
     const char *files[3] = {o->model, o->n_mmproj > 0 ? o->mmproj[0] : NULL,
                             o->n_mmproj > 1 ? o->mmproj[1] : NULL};
     for (int i = 0; i < 3 && files[i]; i++) {
         ge_weight_type w[32];
         int n;
-        if (ge_model_file_types(m, files[i], w, 32, &n, err))
-            return -1;
+        ge_status st = ge_model_file_types(m, files[i], w, 32, &n, err);
+        if (st)
+            return st;
         const char *base = strrchr(files[i], '/') ? strrchr(files[i], '/') + 1 : files[i];
         for (int k = 0; k < n; k++) {
             fprintf(f, "%-16s %s: %-6s", "weights", base, w[k].name);
@@ -132,7 +127,7 @@ int ge_bench_weights(FILE *f, const ge_opts *o, const ge_model *m, ge_err *err)
             fputc('\n', f);
         }
     }
-    return 0;
+    return GE_OK;
 }
 
 /* The per-operation table of one phase: share of its time, GMAC/s, % of the machine's peak. */
@@ -187,27 +182,30 @@ static double sd_of(double sum, double sum2, int reps)
 }
 
 /* One synthetic image per budget (a 1280x960 picture's grid), encoded reps times: seconds
- * per image and the tower's GMAC/s. Returns false on an error (printed). */
+ * per image and the tower's GMAC/s. GE_E_UNSUPPORTED with no case when the mmproj has no
+ * vision tower (not a failure of the run). */
 typedef struct {
     int budget, patches, soft;
     double mean, sd, gmacs;
 } image_case;
 
-static bool bench_images(ge_model *m, int reps, image_case *cases, int *n_cases,
-                         ge_stats *total)
+static ge_status bench_images(ge_model *m, int reps, image_case *cases, int *n_cases,
+                              ge_stats *total, ge_err *err)
 {
     static const int budgets[] = {70, 140, 280, 560, 1120};
-    ge_err err;
+    ge_status es = GE_OK;
     *n_cases = 0;
     for (size_t b = 0; b < sizeof budgets / sizeof budgets[0]; b++) {
         int th, tw, soft;
-        if (ge_image_plan(960, 1280, budgets[b], &th, &tw, &soft, &err))
-            return fprintf(stderr, "gemmaembed: --bench: %s\n", err.msg), false;
+        if ((es = ge_image_plan(960, 1280, budgets[b], &th, &tw, &soft, err)))
+            return es;
         const int pw = tw / GE_IMAGE_PATCH, ph = th / GE_IMAGE_PATCH, n = pw * ph;
         float *patches = malloc((size_t)n * GE_IMAGE_PATCH_DIM * sizeof *patches);
         int32_t *pos = malloc((size_t)n * 2 * sizeof *pos);
         float *rows = malloc((size_t)soft * ge_model_hidden(m) * sizeof *rows);
-        bool ok = patches && pos && rows;
+        if (!patches || !pos || !rows) /* no message: the run just ends with status 1 */
+            es = ge_fail(err, GE_E_NOMEM, "%s", "");
+        bool ok = !es;
         for (size_t i = 0; ok && i < (size_t)n * GE_IMAGE_PATCH_DIM; i++)
             patches[i] = (float)((i * 2654435761u) >> 8 & 255) / 255.0f;
         for (int t = 0; ok && t < n; t++)
@@ -215,14 +213,8 @@ static bool bench_images(ge_model *m, int reps, image_case *cases, int *n_cases,
         double sum = 0, sum2 = 0, macs = 0, secs = 0;
         for (int r = -1; ok && r < reps; r++) { /* r = -1: warm-up (repacking, workspace) */
             ge_model_stats_reset(m);
-            ge_status es = ge_model_encode_image(m, patches, pos, pw, ph, rows, &err);
-            if (es == GE_E_UNSUPPORTED && !*n_cases && r < 0) { /* e.g. an audio-only mmproj */
-                fprintf(stderr, "gemmaembed: --bench: no image cases: %s\n", err.msg);
-                free(patches), free(pos), free(rows);
-                return true;
-            }
-            if (es) {
-                fprintf(stderr, "gemmaembed: --bench: %s\n", err.msg);
+            es = ge_model_encode_image(m, patches, pos, pw, ph, rows, err);
+            if (es) { /* GE_E_UNSUPPORTED: e.g. an audio-only mmproj */
                 ok = false;
                 break;
             }
@@ -238,19 +230,19 @@ static bool bench_images(ge_model *m, int reps, image_case *cases, int *n_cases,
         }
         free(patches), free(pos), free(rows);
         if (!ok)
-            return false;
+            return es;
         image_case *c = &cases[(*n_cases)++];
         *c = (image_case){budgets[b], n, soft, sum / reps, sd_of(sum, sum2, reps),
                           macs / secs * 1e-9};
     }
     ge_model_trim(m);
-    return true;
+    return GE_OK;
 }
 
 /* A synthetic clip per duration (docs/product.md 6: 1, 10, 30 s; two gliding tones over noise, the
  * same samples every run), encoded reps times: seconds per clip, seconds of audio per second
  * and the tower's GMAC/s. An mmproj without an audio tower gives no audio cases and is not
- * a failure; another error is printed and returns false. */
+ * a failure: GE_E_UNSUPPORTED with no case. */
 typedef struct {
     double duration;
     int64_t samples;
@@ -272,11 +264,10 @@ static void synth_clip(float *pcm, int64_t n)
     }
 }
 
-static bool bench_audio(ge_model *m, int reps, audio_case *cases, int *n_cases,
-                        ge_stats *total)
+static ge_status bench_audio(ge_model *m, int reps, audio_case *cases, int *n_cases,
+                             ge_stats *total, ge_err *err)
 {
     static const double durations[] = {1, 10, 30};
-    ge_err err;
     *n_cases = 0;
     for (size_t d = 0; d < sizeof durations / sizeof durations[0]; d++) {
         const int64_t n = (int64_t)(durations[d] * GE_AUDIO_RATE);
@@ -285,14 +276,14 @@ static bool bench_audio(ge_model *m, int reps, audio_case *cases, int *n_cases,
         float *rows = malloc((size_t)soft * ge_model_hidden(m) * sizeof *rows);
         if (!pcm || !rows) {
             free(pcm), free(rows);
-            return fprintf(stderr, "gemmaembed: --bench: out of memory\n"), false;
+            return ge_fail(err, GE_E_NOMEM, "out of memory");
         }
         synth_clip(pcm, n);
         double sum = 0, sum2 = 0, macs = 0, secs = 0;
         ge_status es = GE_OK;
         for (int r = -1; !es && r < reps; r++) { /* r = -1: warm-up (repacking, workspace) */
             ge_model_stats_reset(m);
-            es = ge_model_encode_audio(m, pcm, n, rows, &err);
+            es = ge_model_encode_audio(m, pcm, n, rows, err);
             ge_stats st;
             ge_model_stats(m, &st);
             if (es || r < 0)
@@ -304,26 +295,22 @@ static bool bench_audio(ge_model *m, int reps, audio_case *cases, int *n_cases,
             stats_add(total, &st);
         }
         free(pcm), free(rows);
-        if (es == GE_E_UNSUPPORTED && !*n_cases) { /* e.g. a vision-only mmproj */
-            fprintf(stderr, "gemmaembed: --bench: no audio cases: %s\n", err.msg);
-            return true;
-        }
-        if (es)
-            return fprintf(stderr, "gemmaembed: --bench: %s\n", err.msg), false;
+        if (es) /* GE_E_UNSUPPORTED: e.g. a vision-only mmproj */
+            return es;
         audio_case *c = &cases[(*n_cases)++];
         const double mean = sum / reps;
         *c = (audio_case){durations[d], n, (int)soft, mean, sd_of(sum, sum2, reps),
                           mean > 0 ? durations[d] / mean : 0, secs > 0 ? macs / secs * 1e-9 : 0};
     }
     ge_model_trim(m);
-    return true;
+    return GE_OK;
 }
 
-int ge_bench_run(const ge_opts *o, ge_model *m, double t_start)
+ge_exit ge_bench_run(const ge_opts *o, ge_model *m, double t_start)
 {
     enum { MAX_CASES = 8 };
     bench_case cases[MAX_CASES];
-    int nc = 0, reps = o->bench_reps > 0 ? o->bench_reps : 3;
+    int nc = 0, reps = o->bench_reps;
     memset(cases, 0, sizeof cases);
     const int dim = ge_model_dim(m);
     ge_err err;
@@ -332,11 +319,11 @@ int ge_bench_run(const ge_opts *o, ge_model *m, double t_start)
     ge_tokens first = {0};
     float *vec = malloc((size_t)dim * 64 * sizeof *vec);
     if (!vec || !synth(m, 8, 99, &first) || ge_embed(m, first.ids, first.n, vec, &err)) {
-        fprintf(stderr, "gemmaembed: --bench: %s\n", vec ? err.msg : "out of memory");
+        ge_say("--bench: %s", vec ? err.msg : "out of memory");
         free(vec);
-        return 1;
+        return GE_EXIT_RECORDS;
     }
-    double ttfv = ge_bench_now() - t_start;
+    double ttfv = ge_cli_now() - t_start;
     ge_tokens_free(&first);
 
     bool ok = true;
@@ -351,9 +338,9 @@ int ge_bench_run(const ge_opts *o, ge_model *m, double t_start)
                 ok = add_synth_case(m, &cases[nc++], plan[i].n, plan[i].len);
     }
     if (!ok) {
-        fprintf(stderr, "gemmaembed: --bench: could not prepare the inputs\n");
+        ge_say("--bench: could not prepare the inputs");
         free(vec);
-        return 1;
+        return GE_EXIT_RECORDS;
     }
 
     double peak8, peak32;
@@ -366,7 +353,7 @@ int ge_bench_run(const ge_opts *o, ge_model *m, double t_start)
             ttfv);
     ge_err werr;
     if (ge_bench_weights(stderr, o, m, &werr))
-        fprintf(stderr, "gemmaembed: %s\n", werr.msg);
+        ge_say("%s", werr.msg);
     fputc('\n', stderr);
     fprintf(stderr, "| %-20s | %7s | %4s | %22s | %9s |\n", "case", "tokens", "reps",
             "tokens/s (mean ± sd)", "records/s");
@@ -377,17 +364,17 @@ int ge_bench_run(const ge_opts *o, ge_model *m, double t_start)
         float *out = malloc((size_t)c->n_seq * dim * sizeof *out);
         double sum = 0, sum2 = 0, secs = 0;
         if (!out)
-            return 1;
+            return GE_EXIT_RECORDS;
         for (int r = 0; r < reps; r++) {
             ge_model_stats_reset(m);
-            double t0 = ge_bench_now();
+            double t0 = ge_cli_now();
             if (ge_embed_batch(m, (const int32_t *const *)c->ids, c->lens, (size_t)c->n_seq,
                                out, &err)) {
-                fprintf(stderr, "gemmaembed: --bench: %s\n", err.msg);
+                ge_say("--bench: %s", err.msg);
                 free(out);
-                return 1;
+                return GE_EXIT_RECORDS;
             }
-            double dt = ge_bench_now() - t0, tps = (double)c->tokens / dt;
+            double dt = ge_cli_now() - t0, tps = (double)c->tokens / dt;
             sum += tps, sum2 += tps * tps, secs += dt;
             ge_stats s;
             ge_model_stats(m, &s);
@@ -408,9 +395,14 @@ int ge_bench_run(const ge_opts *o, ge_model *m, double t_start)
     int n_img = 0;
     ge_stats itotal = {0};
     if (o->n_mmproj && o->nfiles == 0) {
-        if (!bench_images(m, reps, icases, &n_img, &itotal)) {
+        ge_status st = bench_images(m, reps, icases, &n_img, &itotal, &err);
+        if (st == GE_E_UNSUPPORTED && !n_img) {
+            ge_say("--bench: no image cases: %s", err.msg);
+        } else if (st) {
+            if (err.msg[0])
+                ge_say("--bench: %s", err.msg);
             free(vec);
-            return 1;
+            return GE_EXIT_RECORDS;
         }
     }
     if (n_img) {
@@ -432,7 +424,13 @@ int ge_bench_run(const ge_opts *o, ge_model *m, double t_start)
     audio_case acases[3];
     int n_aud = 0;
     ge_stats atotal = {0};
-    bool audio_ok = !o->n_mmproj || o->nfiles || bench_audio(m, reps, acases, &n_aud, &atotal);
+    ge_status ast = o->n_mmproj && !o->nfiles ? bench_audio(m, reps, acases, &n_aud, &atotal,
+                                                            &err)
+                                              : GE_OK;
+    if (ast == GE_E_UNSUPPORTED && !n_aud)
+        ge_say("--bench: no audio cases: %s", err.msg), ast = GE_OK;
+    else if (ast)
+        ge_say("--bench: %s", err.msg);
     if (n_aud) {
         fprintf(stderr, "\n| %-20s | %7s | %4s | %22s | %9s | %9s |\n", "audio (audio tower)",
                 "soft", "reps", "s/clip (mean ± sd)", "audio s/s", "GMAC/s");
@@ -455,8 +453,8 @@ int ge_bench_run(const ge_opts *o, ge_model *m, double t_start)
         ge_err e;
         FILE *f = ge_path_create(o->bench_json, &e); /* /dev/stdout: where it points */
         if (!f) {
-            fprintf(stderr, "gemmaembed: %s\n", e.msg);
-            return 4;
+            ge_say("%s", e.msg);
+            return GE_EXIT_IO;
         }
         fprintf(f, "{\"model\": \"%s\", \"tier\": \"%s\", \"threads\": %d, \"reps\": %d,\n"
                 " \"peak_gmacs_per_thread\": {\"int8\": %.2f, \"fp32\": %.2f},\n"
@@ -489,8 +487,8 @@ int ge_bench_run(const ge_opts *o, ge_model *m, double t_start)
         ops_json(f, &atotal);
         fprintf(f, "}\n");
         if (fclose(f)) {
-            fprintf(stderr, "gemmaembed: %s: write error\n", o->bench_json);
-            return 4;
+            ge_say("%s: write error", o->bench_json);
+            return GE_EXIT_IO;
         }
     }
     for (int i = 0; i < nc; i++) {
@@ -500,5 +498,5 @@ int ge_bench_run(const ge_opts *o, ge_model *m, double t_start)
         free(cases[i].lens);
     }
     free(vec);
-    return audio_ok ? 0 : 1;
+    return ast ? GE_EXIT_RECORDS : GE_EXIT_OK;
 }

@@ -6,18 +6,16 @@
 #include <stdio.h>
 
 #include "ge.h"
+#include "msg.h"
 #include "opts.h"
 
-/* Monotonic wall-clock seconds (the process start stamp and every bench timing). */
-double ge_bench_now(void);
-
 /* The weight types of the model file and the --mmproj files, one line per file and type:
- * matrices, bytes, and the kernel that runs them (--print-config and --bench). Returns 0, or
- * -1 with err set when a file cannot be read. */
-int ge_bench_weights(FILE *f, const ge_opts *o, const ge_model *m, ge_err *err);
+ * matrices, bytes, and the kernel that runs them (--print-config and --bench). An error when
+ * a file cannot be read. */
+ge_status ge_bench_weights(FILE *f, const ge_opts *o, const ge_model *m, ge_err *err);
 
-/* Run the benchmark with an opened model; t_start is when the process started (for the time
- * to first vector). Table on stderr, JSON to o->bench_json when set. Returns an exit code. */
-int ge_bench_run(const ge_opts *o, ge_model *m, double t_start);
+/* Run the benchmark with an opened model; t_start is when the process started (ge_cli_now,
+ * for the time to first vector). Table on stderr, JSON to o->bench_json when set. */
+ge_exit ge_bench_run(const ge_opts *o, ge_model *m, double t_start);
 
 #endif

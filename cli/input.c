@@ -1019,18 +1019,19 @@ static int next_record_line(ge_in *in, ge_err *err)
     }
 }
 
-int ge_in_skip(ge_in *in, unsigned long long n, unsigned long long *skipped, ge_err *err)
+ge_status ge_in_skip(ge_in *in, unsigned long long n, unsigned long long *skipped,
+                     ge_err *err)
 {
     *skipped = 0;
     while (*skipped < n) {
         int l = next_record_line(in, err);
         if (l < 0)
-            return -1;
+            return err ? err->code : GE_E_IO;
         if (l == 0)
             break;
         ++*skipped;
     }
-    return 0;
+    return GE_OK;
 }
 
 int ge_in_next(ge_in *in, ge_rec *r, ge_err *err)

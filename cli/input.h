@@ -67,8 +67,9 @@ int ge_in_next(ge_in *in, ge_rec *r, ge_err *err);
 /* Skip up to n records without parsing them (--resume, --shard): the same records
  * ge_in_next would return, counted the same way (blank lines of jsonl and files inputs are
  * not records), line numbers and default ids still advance. *skipped gets how many were
- * skipped (fewer than n at the end of the input). 0, or -1 on an I/O error (err set). */
-int ge_in_skip(ge_in *in, unsigned long long n, unsigned long long *skipped, ge_err *err);
+ * skipped (fewer than n at the end of the input). GE_E_IO (or GE_E_NOMEM) on an error. */
+ge_status ge_in_skip(ge_in *in, unsigned long long n, unsigned long long *skipped,
+                     ge_err *err);
 
 /* Input bytes consumed so far (compressed bytes for gzip inputs) and the total size of the
  * inputs, 0 when unknown (some input is not a regular file). For progress and ETA. */

@@ -1,9 +1,7 @@
 /* main.c - gemmaembed: parse -> check inputs -> open the model -> open the output ->
  * stream records -> exit code.
  *
- * The only place that prints messages or exits. Exit status (docs/product.md section 3):
- * 0 all records embedded, 1 some records failed, 2 usage, 3 model could not be loaded,
- * 4 I/O error on input or output. */
+ * The only place that exits; the exit status is a ge_exit (msg.h; docs/product.md 3). */
 #include <errno.h>
 #include <fcntl.h>
 #include <pthread.h>
@@ -14,11 +12,11 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
-#include <time.h>
 #include <unistd.h>
 #include <xxhash.h>
 
 #include "bench.h"
+#include "clock.h"
 #include "ge.h"
 #include "input.h"
 #include "msg.h"
@@ -32,23 +30,17 @@
 #define GEMMAEMBED_VERSION "0.1.0"
 #endif
 
-enum { EXIT_OK = 0, EXIT_RECORDS = 1, EXIT_USAGE = 2, EXIT_MODEL = 3, EXIT_IO = 4 };
-
-static int usage_error(const char *msg)
+static ge_exit unknown_prompt(const char *name)
 {
-    ge_say("%s", msg);
-    fputs("Try 'gemmaembed --help' for more information.\n", stderr);
-    return EXIT_USAGE;
-}
-
-static int unknown_prompt(const char *name)
-{
-    fprintf(stderr, "gemmaembed: --prompt: unknown prompt name '%s'; known names:", name);
     const char *const *names = ge_prompt_names();
+    size_t len = 1;
     for (size_t i = 0; names && names[i]; i++)
-        fprintf(stderr, "%s %s", i ? "," : "", names[i]);
-    fputs("\nTry 'gemmaembed --help' for more information.\n", stderr);
-    return EXIT_USAGE;
+        len += strlen(names[i]) + 2;
+    char list[len]; /* a few hundred bytes */
+    list[0] = 0;
+    for (size_t i = 0, at = 0; names && names[i]; i++)
+        at += (size_t)snprintf(list + at, len - at, "%s %s", i ? "," : "", names[i]);
+    return ge_say_usage("--prompt: unknown prompt name '%s'; known names:%s", name, list);
 }
 
 /* Descriptors 0-2 closed at start-up would be handed to the first files the run opens (a
@@ -70,10 +62,10 @@ static void hold_std_descriptors(void)
     }
 }
 
-static int closed_std(int fd)
+static ge_exit closed_std(int fd)
 {
     ge_say("standard %s is closed", fd == 0 ? "input" : "output");
-    return EXIT_IO;
+    return GE_EXIT_IO;
 }
 
 /* Every file the run reads or writes, for ge_paths_check: an output must not destroy the
@@ -200,7 +192,7 @@ static void print_command(FILE *f, int argc, char **argv, const char *extra)
 
 /* --print-config: every switch with its value and where it came from, then the tier and
  * the CPU the engine would use. */
-static int print_config(const ge_opts *o)
+static ge_exit print_config(const ge_opts *o)
 {
     static const char *const from[] = {"default", "environment", "flag"};
     size_t n;
@@ -216,26 +208,25 @@ static int print_config(const ge_opts *o)
     int threads;
     ge_err err;
     if (ge_compute_plan(&o->cfg, &tier, &threads, cpu, sizeof cpu, &err))
-        return usage_error(err.msg);
+        return ge_say_usage("%s", err.msg);
     printf("%-16s %s\n%-16s %d\n%-16s %s\n", "kernel tier", tier, "pool threads", threads,
            "cpu", cpu);
     if (o->model) { /* the weight types the files hold and the kernel for each */
         ge_model *m;
         if (fflush(stdout) || ge_model_open(&m, o->model, &o->cfg, &err))
-            return ge_say("%s", err.msg), EXIT_MODEL;
-        int rc = ge_bench_weights(stdout, o, m, &err);
+            return ge_say_err(&err, GE_EXIT_MODEL);
+        ge_status st = ge_bench_weights(stdout, o, m, &err);
         ge_model_free(m);
-        if (rc)
-            return ge_say("%s", err.msg), EXIT_MODEL;
+        if (st)
+            return ge_say_err(&err, GE_EXIT_MODEL);
     }
-    return fflush(stdout) == 0 ? EXIT_OK : EXIT_IO;
+    return fflush(stdout) == 0 ? GE_EXIT_OK : GE_EXIT_IO;
 }
 
 int main(int argc, char **argv)
 {
-    const double t_start = ge_bench_now();
+    const double t_start = ge_cli_now();
     ge_opts o;
-    char msg[600];
     ge_err err = {0};
 
     hold_std_descriptors();
@@ -244,22 +235,22 @@ int main(int argc, char **argv)
     struct sigaction bus = {.sa_sigaction = on_bus, .sa_flags = SA_SIGINFO};
     sigemptyset(&bus.sa_mask);
     sigaction(SIGBUS, &bus, NULL);
-    if (ge_opts_parse(argc, argv, &o, msg, sizeof msg) < 0)
-        return usage_error(msg);
+    if (ge_opts_parse(argc, argv, &o, &err))
+        return ge_say_usage("%s", err.msg);
     if ((o.help || o.version || o.print_config) && g_std_closed[1])
         return closed_std(1);
     if (o.help) {
         ge_opts_help(stdout);
-        return fflush(stdout) == 0 ? EXIT_OK : EXIT_IO;
+        return fflush(stdout) == 0 ? GE_EXIT_OK : GE_EXIT_IO;
     }
     if (o.version) {
         printf("gemmaembed %s\n", GEMMAEMBED_VERSION);
-        return fflush(stdout) == 0 ? EXIT_OK : EXIT_IO;
+        return fflush(stdout) == 0 ? GE_EXIT_OK : GE_EXIT_IO;
     }
     if (o.print_config)
         return print_config(&o);
     if (!o.model)
-        return usage_error("no model given (use -m PATH or set GEMMAEMBED_MODEL)");
+        return ge_say_usage("no model given (use -m PATH or set GEMMAEMBED_MODEL)");
 
     const char *prefix = o.prefix;
     if (o.prompt && !(prefix = ge_prompt_find(o.prompt)))
@@ -277,26 +268,24 @@ int main(int argc, char **argv)
         .shard_n = o.shard_n,
     };
     if (o.tokenize && oc.format != GE_FMT_JSONL)
-        return usage_error("--tokenize writes jsonl only");
+        return ge_say_usage("--tokenize writes jsonl only");
     if (o.base64 && oc.format != GE_FMT_JSONL)
-        return usage_error("--encoding applies to jsonl output only");
+        return ge_say_usage("--encoding applies to jsonl output only");
     if (o.ids && (oc.format == GE_FMT_JSONL || oc.format == GE_FMT_NPZ))
-        return usage_error("--ids applies to npy and f32 output only (npz holds its ids)");
+        return ge_say_usage("--ids applies to npy and f32 output only (npz holds its ids)");
     if (!o.bench && ge_out_check(&oc, &err))
-        return usage_error(err.msg);
+        return ge_say_usage("%s", err.msg);
     {
         const char *tier;
         int threads;
         char cpu[256];
         if (ge_compute_plan(&o.cfg, &tier, &threads, cpu, sizeof cpu, &err))
-            return usage_error(err.msg); /* e.g. --cpu-tier naming a tier this CPU lacks */
+            return ge_say_usage("%s", err.msg); /* --cpu-tier naming a tier this CPU lacks */
     }
 
     for (int i = 0; i < o.nfiles; i++) {
-        if (ge_in_check(o.files[i], &err)) {
-            ge_say("%s", err.msg);
-            return EXIT_IO;
-        }
+        if (ge_in_check(o.files[i], &err))
+            return ge_say_err(&err, GE_EXIT_IO);
     }
     bool reads_stdin = o.nfiles == 0;
     for (int i = 0; i < o.nfiles; i++)
@@ -309,35 +298,31 @@ int main(int argc, char **argv)
     ge_path_use uses[16];
     static char names[2][4200];
     if (ge_paths_check(uses, path_uses(&o, &oc, uses, names), &err))
-        return usage_error(err.msg);
+        return ge_say_usage("%s", err.msg);
 
     ge_model *model;
-    if (ge_model_open(&model, o.model, &o.cfg, &err)) {
-        ge_say("%s", err.msg);
-        return EXIT_MODEL;
-    }
+    if (ge_model_open(&model, o.model, &o.cfg, &err))
+        return ge_say_err(&err, GE_EXIT_MODEL);
     if (o.n_mmproj && ge_model_set_mmproj(model, o.mmproj, o.n_mmproj, &err)) {
-        ge_say("%s", err.msg);
         ge_model_free(model);
-        return EXIT_MODEL;
+        return ge_say_err(&err, GE_EXIT_MODEL);
     }
     if (ge_pipe_check_options(&o, model, &err))
-        return ge_model_free(model), usage_error(err.msg);
+        return ge_model_free(model), ge_say_usage("%s", err.msg);
     if (o.bench) {
-        int rc = ge_bench_run(&o, model, t_start);
+        ge_exit rc = ge_bench_run(&o, model, t_start);
         ge_model_free(model);
         return rc;
     }
     const int model_dim = ge_model_dim(model);
     oc.dim = o.dim ? o.dim : model_dim;
     if (oc.dim > model_dim) {
-        snprintf(msg, sizeof msg, "--dim %d: the model's embeddings have only %d values",
-                 o.dim, model_dim);
         ge_model_free(model);
-        return usage_error(msg);
+        return ge_say_usage("--dim %d: the model's embeddings have only %d values", o.dim,
+                            model_dim);
     }
 
-    int status = EXIT_OK;
+    ge_exit status = GE_EXIT_OK;
     ge_in *in = ge_in_create(o.files, o.nfiles, o.input);
     ge_pipe_cfg pc = {
         .o = &o,
@@ -345,11 +330,6 @@ int main(int argc, char **argv)
         .in = in,
         .prefix = prefix,
         .dim = oc.dim,
-        .image_tokens = o.image_tokens,
-        .audio_max_seconds = o.audio_max_seconds,
-        .video = {.fps = o.video_fps, .max_frames = o.video_frames, .tokens = o.video_tokens},
-        .video_timestamps = o.cfg.v[GE_CFG_VIDEO_TIMESTAMPS] != 0,
-        .mmproj = o.n_mmproj > 0,
         .binary = oc.format != GE_FMT_JSONL,
         .progress = o.progress || (!o.quiet && isatty(STDERR_FILENO)),
         .stop = &g_stop,
@@ -371,7 +351,7 @@ int main(int argc, char **argv)
     signal(SIGPIPE, SIG_IGN);
     if (!in) {
         ge_say("out of memory");
-        status = EXIT_IO;
+        status = GE_EXIT_IO;
     } else {
         static ge_fingerprint fp;
         ge_status st = ge_out_has_state(&oc) ? fingerprint(&o, prefix, &fp, &err) : GE_OK;
@@ -379,8 +359,7 @@ int main(int argc, char **argv)
         if (!st)
             st = ge_out_open(&pc.out, &oc, &pc.skip, &err);
         if (st) {
-            ge_say("%s", err.msg);
-            status = st == GE_E_USAGE ? EXIT_USAGE : EXIT_IO;
+            status = ge_say_err(&err, st == GE_E_USAGE ? GE_EXIT_USAGE : GE_EXIT_IO);
         } else {
             if (ge_out_note(pc.out)[0])
                 ge_say("%s", ge_out_note(pc.out));
@@ -394,7 +373,7 @@ int main(int argc, char **argv)
             if (ge_out_close(pc.out, note, sizeof note, &err) && !res.out_failed) {
                 if (!ge_out_epipe())
                     ge_say("%s", err.msg);
-                status = EXIT_IO;
+                status = GE_EXIT_IO;
             }
             if (note[0])
                 ge_say("%s", note);
@@ -408,12 +387,12 @@ int main(int argc, char **argv)
          * SIGPIPE like cat or grep (the shell sees 141), after closing the other files */
         signal(SIGPIPE, SIG_DFL);
         raise(SIGPIPE);
-        return 141;
+        return GE_EXIT_SIGPIPE;
     }
     if (res.failed && !o.quiet)
         ge_say("%llu of %llu records failed", res.failed, res.records);
-    if (status == EXIT_OK && res.failed)
-        status = EXIT_RECORDS;
+    if (status == GE_EXIT_OK && res.failed)
+        status = GE_EXIT_RECORDS;
     if (g_stop) {
         bool to_file = o.output && strcmp(o.output, "-") != 0;
         ge_say("stopped by %s after %llu input records%s", g_stop == SIGINT ? "SIGINT" : "SIGTERM",
@@ -425,7 +404,7 @@ int main(int argc, char **argv)
                 has |= strcmp(argv[i], "--resume") == 0;
             print_command(stderr, argc, argv, has ? NULL : "--resume");
         }
-        status = 128 + g_stop;
+        status = g_stop == SIGINT ? GE_EXIT_SIGINT : GE_EXIT_SIGTERM;
     }
     return status;
 }

@@ -1,93 +1,178 @@
 /* opts.c - the option table, getopt_long parsing and --help (opts.h).
  *
- * OPTS below is the single list of flags: getopt_long's table, the short-option string and
- * the --help text are all built from it, so a flag cannot exist without being documented.
- * The man page lists the same flags (tests/test_cli.sh checks both against --help). */
+ * OPTS below is the single list of flags. Each row says how its value is read and checked
+ * (kind, range or choices) and which ge_opts field it fills, so one routine parses every
+ * flag; getopt_long's table, the short-option string and the --help text are built from it
+ * too, so a flag cannot exist without being documented. The man page lists the same flags
+ * (tests/test_cli.sh checks it against --help). The engine's switches come from its own
+ * table (ge_config_switches) and are parsed by the engine. */
 #include "opts.h"
 
 #include <errno.h>
 #include <getopt.h>
-#include <stdarg.h>
+#include <limits.h>
+#include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "ge.h"
 
+/* How a flag's argument is read. Numbers must be whole strings; a bad one is a usage error
+ * "--NAME: 'ARG' is not WANT". */
+typedef enum {
+    K_FLAG,   /* no argument: the bool field becomes true */
+    K_STR,    /* the argument as it is (a path, a name, a prefix) */
+    K_INT,    /* an int as strtol reads it (a sign allowed), in [min, max]; min >= 0 */
+    K_COUNT,  /* as strtoull reads it, no leading sign: an int or unsigned long long field,
+               * in [min, max] */
+    K_REAL,   /* a double as strtod reads it, in (min, max] (so never NaN) */
+    K_CHOICE, /* one of the '|'-separated names in arg: vals[its index], or its number */
+    K_CALL,   /* the row's own function reads it */
+} opt_kind;
+
+/* The type of the field a row fills, found by _Generic from the field itself. */
+typedef enum { T_NONE, T_BOOL, T_INT, T_ENUM, T_ULL, T_DOUBLE, T_STR } field_type;
+#define FIELD_TYPE(x) _Generic((x), bool: T_BOOL, int: T_INT, ge_fmt: T_ENUM, \
+                               ge_in_kind: T_ENUM, unsigned long long: T_ULL, \
+                               double: T_DOUBLE, const char *: T_STR)
+#define AT(field) .off = offsetof(ge_opts, field), .type = FIELD_TYPE(((ge_opts *)0)->field)
+/* an enum field is stored through an unsigned int (its type under GCC and Clang) */
+_Static_assert(sizeof(ge_fmt) == sizeof(unsigned) && sizeof(ge_in_kind) == sizeof(unsigned),
+               "enum fields are unsigned int");
+
+typedef struct {
+    const char *name;  /* long name */
+    char short_flag;   /* or 0 */
+    const char *arg;   /* argument placeholder in --help, NULL for a flag; K_CHOICE: the
+                        * choices themselves */
+    const char *def;   /* default shown in --help; NULL: init when it is not 0, else none */
+    const char *help;
+    opt_kind kind;
+    size_t off;        /* offsetof(ge_opts, field) */
+    field_type type;
+    double init;       /* the default value (0: the zeroed ge_opts) */
+    double min, max;   /* K_INT, K_COUNT, K_REAL: the range */
+    const char *want;  /* K_INT, K_COUNT, K_REAL: what a good value is (printf format given
+                        * min and max as doubles); K_CHOICE: the noun of "unknown NOUN 'ARG'
+                        * (a, b)", NULL for "'ARG' is not one of a, b" */
+    const int *vals;   /* K_CHOICE: the value stored for each choice; NULL: its number */
+    ge_status (*call)(ge_opts *o, const char *arg, ge_err *err); /* K_CALL */
+} opt_row;
+
+static ge_status set_mmproj(ge_opts *o, const char *arg, ge_err *err);
+static ge_status set_shard(ge_opts *o, const char *arg, ge_err *err);
+
+static const opt_row OPTS[] = {
+    {"model", 'm', "PATH", "$GEMMAEMBED_MODEL",
+     "EmbeddingGemma 2 GGUF text model (F32 F16 BF16 Q8_0 Q4_0 Q4_1 Q5_0 Q5_1 Q2_K..Q6_K "
+     "IQ4_NL IQ4_XS)", .kind = K_STR, AT(model)},
+    {"mmproj", 0, "PATH", "$GEMMAEMBED_MMPROJ",
+     "mmproj GGUF with the vision and/or audio tower (twice: one of each)", .kind = K_CALL,
+     .call = set_mmproj},
+    {"image-tokens", 0, "70|140|280|560|1120", NULL, "soft tokens per image", .kind = K_CHOICE,
+     AT(image_tokens), .init = 280},
+    {"audio-max-seconds", 0, "S", NULL,
+     "keep the first S seconds of each audio clip (at most what fits the context: 327.53)",
+     .kind = K_REAL, AT(audio_max_seconds), .init = GE_AUDIO_MAX_SECONDS, .min = 0,
+     .max = GE_AUDIO_SECONDS_CAP, .want = "a number of seconds in (%g, %g]"},
+    {"video-tokens", 0, "70|140|280|560|1120", NULL, "soft tokens per video frame",
+     .kind = K_CHOICE, AT(video_tokens), .init = GE_VIDEO_TOKENS},
+    {"video-fps", 0, "F", NULL, "video frames sampled per second (<= 1000)", .kind = K_REAL,
+     AT(video_fps), .init = GE_VIDEO_FPS, .min = 0, .max = 1000, .want = "a rate in (%g, %g]"},
+    {"video-frames", 0, "N", NULL, "at most N frames per video, chosen uniformly",
+     .kind = K_INT, AT(video_frames), .init = GE_VIDEO_MAX_FRAMES, .min = 1,
+     .max = GE_VIDEO_FRAMES_CAP, .want = "a count in %g..%g"},
+    {"output", 'o', "PATH", "stdout", "write results to PATH", .kind = K_STR, AT(output)},
+    {"format", 0, "jsonl|npy|f32|npz", "from the -o extension, else jsonl", "output format",
+     .kind = K_CHOICE, AT(format), .want = "format",
+     .vals = (const int[]){GE_FMT_JSONL, GE_FMT_NPY, GE_FMT_F32, GE_FMT_NPZ}},
+    {"encoding", 0, "float|base64", "float", "jsonl vectors as numbers or base64 (LE float32)",
+     .kind = K_CHOICE, AT(base64), .want = "encoding", .vals = (const int[]){0, 1}},
+    {"dim", 0, "768|512|256|128", "the model's width",
+     "Matryoshka: first N values, L2-normalised again", .kind = K_CHOICE, AT(dim)},
+    {"input", 0, "jsonl|lines|files", "guessed per file: '{' first = jsonl",
+     "input format (files: one media path per line)", .kind = K_CHOICE, AT(input),
+     .want = "format", .vals = (const int[]){GE_IN_JSONL, GE_IN_LINES, GE_IN_FILES}},
+    {"prompt", 0, "NAME", "none", "task prompt for every record (names below)", .kind = K_STR,
+     AT(prompt)},
+    {"prefix", 0, "STR", "none", "literal prompt prefix for every record", .kind = K_STR,
+     AT(prefix)},
+    {"truncate", 0, NULL, NULL, "cut over-long records instead of failing them",
+     .kind = K_FLAG, AT(truncate)},
+    {"tokenize", 0, NULL, NULL, "print token ids instead of embeddings (jsonl)", .kind = K_FLAG,
+     AT(tokenize)},
+    {"errors", 0, "PATH", "inline for jsonl, stderr for npy/f32/npz", "where error records go",
+     .kind = K_STR, AT(errors)},
+    {"ids", 0, "PATH", "OUTPUT.ids.jsonl", "ids sidecar of npy/f32 output", .kind = K_STR,
+     AT(ids)},
+    {"max-errors", 0, "N", "no limit", "stop after N failed records", .kind = K_COUNT,
+     AT(max_errors), .min = 1, .max = (double)ULLONG_MAX, .want = "a positive integer"},
+    {"resume", 0, NULL, NULL, "continue the -o output of an interrupted run", .kind = K_FLAG,
+     AT(resume)},
+    {"shard", 0, "I/N", NULL, "only records whose 0-based index % N == I", .kind = K_CALL,
+     .call = set_shard},
+    {"progress", 0, NULL, "when stderr is a terminal", "show a progress line on stderr",
+     .kind = K_FLAG, AT(progress)},
+    {"quiet", 'q', NULL, NULL, "no summary, warnings or progress on stderr", .kind = K_FLAG,
+     AT(quiet)},
+    {"bench", 0, NULL, NULL,
+     "profile: tokens/s and time per operation (on FILEs or built-in texts)", .kind = K_FLAG,
+     AT(bench)},
+    {"bench-json", 0, "PATH", NULL, "also write the --bench results as JSON", .kind = K_STR,
+     AT(bench_json)},
+    {"bench-reps", 0, "N", NULL, "repetitions of each --bench case", .kind = K_COUNT,
+     AT(bench_reps), .init = 3, .min = 1, .max = 1000, .want = "an integer in [%g, %g]"},
+    {"print-config", 0, NULL, NULL, "show the switches, kernel tier and CPU, and exit",
+     .kind = K_FLAG, AT(print_config)},
+    {"help", 'h', NULL, NULL, "show this help and exit", .kind = K_FLAG, AT(help)},
+    {"version", 'V', NULL, NULL, "show the version and exit", .kind = K_FLAG, AT(version)},
+};
+#define NOPTS (sizeof OPTS / sizeof OPTS[0])
+
+/* getopt_long's value for a row: its short letter (so that "--quiet=1" names '-q', as
+ * getopt reports it), else O_ROW + its index; the engine's switches come after. */
 enum {
-    O_MODEL = 'm', O_OUTPUT = 'o', O_QUIET = 'q', O_HELP = 'h', O_VERSION = 'V',
-    O_INPUT = 256, O_FORMAT, O_ENCODING, O_DIM, O_PROMPT, O_PREFIX, O_TRUNCATE, O_TOKENIZE,
-    O_ERRORS, O_IDS, O_MAX_ERRORS, O_MMPROJ, O_IMAGE_TOKENS, O_AUDIO_MAX_SECONDS,
-    O_VIDEO_TOKENS, O_VIDEO_FPS, O_VIDEO_FRAMES, O_PRINT_CONFIG, O_RESUME, O_SHARD,
-    O_PROGRESS, O_BENCH, O_BENCH_JSON, O_BENCH_REPS,
+    O_ROW = 256,
     O_SWITCH = 1000,   /* + index in the engine switch table */
     O_NO_SWITCH = 2000 /* + index: --no-<bool switch> */
 };
 
-typedef struct {
-    int id;           /* getopt value (the short letter when there is one) */
-    const char *name; /* long name */
-    const char *arg;  /* argument placeholder, NULL for a switch */
-    const char *def;  /* default, shown in --help; NULL for none */
-    const char *help;
-} opt_row;
-
-static const opt_row OPTS[] = {
-    {O_MODEL, "model", "PATH", "$GEMMAEMBED_MODEL",
-     "EmbeddingGemma 2 GGUF text model (F32 F16 BF16 Q8_0 Q4_0 Q4_1 Q5_0 Q5_1 Q2_K..Q6_K "
-     "IQ4_NL IQ4_XS)"},
-    {O_MMPROJ, "mmproj", "PATH", "$GEMMAEMBED_MMPROJ",
-     "mmproj GGUF with the vision and/or audio tower (twice: one of each)"},
-    {O_IMAGE_TOKENS, "image-tokens", "70|140|280|560|1120", "280", "soft tokens per image"},
-    {O_AUDIO_MAX_SECONDS, "audio-max-seconds", "S", "30",
-     "keep the first S seconds of each audio clip (at most what fits the context: 327.53)"},
-    {O_VIDEO_TOKENS, "video-tokens", "70|140|280|560|1120", "140", "soft tokens per video frame"},
-    {O_VIDEO_FPS, "video-fps", "F", "1", "video frames sampled per second (<= 1000)"},
-    {O_VIDEO_FRAMES, "video-frames", "N", "32", "at most N frames per video, chosen uniformly"},
-    {O_OUTPUT, "output", "PATH", "stdout", "write results to PATH"},
-    {O_FORMAT, "format", "jsonl|npy|f32|npz", "from the -o extension, else jsonl",
-     "output format"},
-    {O_ENCODING, "encoding", "float|base64", "float",
-     "jsonl vectors as numbers or base64 (LE float32)"},
-    {O_DIM, "dim", "768|512|256|128", "the model's width",
-     "Matryoshka: first N values, L2-normalised again"},
-    {O_INPUT, "input", "jsonl|lines|files", "guessed per file: '{' first = jsonl",
-     "input format (files: one media path per line)"},
-    {O_PROMPT, "prompt", "NAME", "none", "task prompt for every record (names below)"},
-    {O_PREFIX, "prefix", "STR", "none", "literal prompt prefix for every record"},
-    {O_TRUNCATE, "truncate", NULL, NULL,
-     "cut over-long records instead of failing them"},
-    {O_TOKENIZE, "tokenize", NULL, NULL, "print token ids instead of embeddings (jsonl)"},
-    {O_ERRORS, "errors", "PATH", "inline for jsonl, stderr for npy/f32/npz",
-     "where error records go"},
-    {O_IDS, "ids", "PATH", "OUTPUT.ids.jsonl", "ids sidecar of npy/f32 output"},
-    {O_MAX_ERRORS, "max-errors", "N", "no limit", "stop after N failed records"},
-    {O_RESUME, "resume", NULL, NULL,
-     "continue the -o output of an interrupted run"},
-    {O_SHARD, "shard", "I/N", NULL, "only records whose 0-based index % N == I"},
-    {O_PROGRESS, "progress", NULL, "when stderr is a terminal",
-     "show a progress line on stderr"},
-    {O_QUIET, "quiet", NULL, NULL, "no summary, warnings or progress on stderr"},
-    {O_BENCH, "bench", NULL, NULL,
-     "profile: tokens/s and time per operation (on FILEs or built-in texts)"},
-    {O_BENCH_JSON, "bench-json", "PATH", NULL, "also write the --bench results as JSON"},
-    {O_BENCH_REPS, "bench-reps", "N", "3", "repetitions of each --bench case"},
-    {O_PRINT_CONFIG, "print-config", NULL, NULL,
-     "show the switches, kernel tier and CPU, and exit"},
-    {O_HELP, "help", NULL, NULL, "show this help and exit"},
-    {O_VERSION, "version", NULL, NULL, "show the version and exit"},
-};
-#define NOPTS (sizeof OPTS / sizeof OPTS[0])
-
-static int usage(char *msg, size_t msglen, const char *fmt, ...)
-    __attribute__((format(printf, 3, 4)));
-
-static int usage(char *msg, size_t msglen, const char *fmt, ...)
+/* --mmproj, at most twice; flags replace $GEMMAEMBED_MMPROJ (taken after the flags, when
+ * there were none) */
+static ge_status set_mmproj(ge_opts *o, const char *arg, ge_err *err)
 {
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(msg, msglen, fmt, ap);
-    va_end(ap);
-    return -1;
+    if (o->n_mmproj == 2)
+        return ge_fail(err, GE_E_USAGE, "--mmproj: at most two files (vision and audio)");
+    o->mmproj[o->n_mmproj++] = arg;
+    return GE_OK;
+}
+
+static bool parse_ull(const char *s, unsigned long long *v)
+{
+    if (!s[0] || s[0] == '-' || s[0] == '+')
+        return false;
+    char *end;
+    errno = 0;
+    *v = strtoull(s, &end, 10);
+    return errno == 0 && *end == '\0';
+}
+
+/* --shard I/N */
+static ge_status set_shard(ge_opts *o, const char *arg, ge_err *err)
+{
+    const char *slash = strchr(arg, '/');
+    char head[32];
+    unsigned long long si, sn;
+    if (!slash || (size_t)(slash - arg) >= sizeof head)
+        return ge_fail(err, GE_E_USAGE, "--shard: '%s' is not I/N", arg);
+    memcpy(head, arg, (size_t)(slash - arg));
+    head[slash - arg] = 0;
+    if (!parse_ull(head, &si) || !parse_ull(slash + 1, &sn) || sn == 0 || si >= sn)
+        return ge_fail(err, GE_E_USAGE, "--shard: '%s' is not I/N with 0 <= I < N (e.g. 0/4)",
+                       arg);
+    o->shard_i = si;
+    o->shard_n = sn;
+    return GE_OK;
 }
 
 /* Index of s in the '|'-separated list, or -1. */
@@ -106,51 +191,117 @@ static int pick(const char *s, const char *list)
     return -1;
 }
 
-static bool parse_ull(const char *s, unsigned long long *v)
+/* Store a whole value v (>= 0) into the row's field. */
+static void put(ge_opts *o, const opt_row *r, unsigned long long v)
 {
-    if (!s[0] || s[0] == '-' || s[0] == '+')
-        return false;
+    void *at = (char *)o + r->off;
+    switch (r->type) {
+    case T_BOOL: *(bool *)at = v != 0; break;
+    case T_INT: *(int *)at = (int)v; break;
+    case T_ENUM: *(unsigned *)at = (unsigned)v; break;
+    case T_ULL: *(unsigned long long *)at = v; break;
+    case T_DOUBLE: *(double *)at = (double)v; break;
+    default: break;
+    }
+}
+
+static ge_status bad_number(const opt_row *r, const char *arg, ge_err *err)
+{
+    char want[128];
+    snprintf(want, sizeof want, r->want, r->min, r->max);
+    return ge_fail(err, GE_E_USAGE, "--%s: '%s' is not %s", r->name, arg, want);
+}
+
+static ge_status bad_choice(const opt_row *r, const char *arg, ge_err *err)
+{
+    char list[128];
+    size_t k = 0;
+    for (const char *p = r->arg; *p && k + 3 < sizeof list; p++) {
+        if (*p == '|')
+            list[k++] = ',', list[k++] = ' ';
+        else
+            list[k++] = *p;
+    }
+    list[k] = 0;
+    if (r->want)
+        return ge_fail(err, GE_E_USAGE, "--%s: unknown %s '%s' (%s)", r->name, r->want, arg,
+                       list);
+    return ge_fail(err, GE_E_USAGE, "--%s: '%s' is not one of %s", r->name, arg, list);
+}
+
+/* Read arg (NULL for a flag) into the row's field. */
+static ge_status set_value(ge_opts *o, const opt_row *r, const char *arg, ge_err *err)
+{
     char *end;
     errno = 0;
-    *v = strtoull(s, &end, 10);
-    return errno == 0 && *end == '\0';
+    switch (r->kind) {
+    case K_FLAG:
+        put(o, r, 1);
+        break;
+    case K_STR:
+        *(const char **)((char *)o + r->off) = arg;
+        break;
+    case K_INT: {
+        long n = strtol(arg, &end, 10);
+        if (!arg[0] || *end || errno || n < r->min || n > r->max)
+            return bad_number(r, arg, err);
+        put(o, r, (unsigned long long)n);
+        break;
+    }
+    case K_COUNT: {
+        unsigned long long v;
+        if (!parse_ull(arg, &v) || (double)v < r->min || (double)v > r->max)
+            return bad_number(r, arg, err);
+        put(o, r, v);
+        break;
+    }
+    case K_REAL: {
+        double v = strtod(arg, &end);
+        if (!arg[0] || *end || errno || !(v > r->min && v <= r->max))
+            return bad_number(r, arg, err);
+        *(double *)((char *)o + r->off) = v;
+        break;
+    }
+    case K_CHOICE: {
+        int i = pick(arg, r->arg);
+        if (i < 0)
+            return bad_choice(r, arg, err);
+        put(o, r, (unsigned long long)(r->vals ? r->vals[i] : atoi(arg)));
+        break;
+    }
+    case K_CALL:
+        return r->call(o, arg, err);
+    }
+    return GE_OK;
+}
+
+/* The row of a getopt_long value, or NULL (an engine switch, ':' or '?'). */
+static const opt_row *row_of(int c)
+{
+    if (c >= O_ROW && c < O_ROW + (int)NOPTS)
+        return &OPTS[c - O_ROW];
+    for (size_t i = 0; i < NOPTS; i++)
+        if (OPTS[i].short_flag && c == OPTS[i].short_flag)
+            return &OPTS[i];
+    return NULL;
 }
 
 #define MAX_SWITCHES 64
 
-int ge_opts_parse(int argc, char **argv, ge_opts *o, char *msg, size_t msglen)
+/* getopt_long's tables from OPTS and the engine's switches: lo (NOPTS + 2 * MAX_SWITCHES + 1
+ * entries), the short-option string so and the names of the --no-<switch> flags. */
+static void getopt_tables(const ge_switch *sw, size_t nsw, struct option *lo, char *so,
+                          char (*no_names)[48])
 {
-    memset(o, 0, sizeof *o);
-    const char *env = getenv("GEMMAEMBED_MODEL");
-    if (env && *env)
-        o->model = env;
-    env = getenv("GEMMAEMBED_MMPROJ");
-    if (env && *env)
-        o->mmproj[o->n_mmproj++] = env;
-    o->image_tokens = 280;
-    o->audio_max_seconds = GE_AUDIO_MAX_SECONDS;
-    o->video_tokens = GE_VIDEO_TOKENS;
-    o->video_fps = GE_VIDEO_FPS;
-    o->video_frames = GE_VIDEO_MAX_FRAMES;
-    bool mmproj_flag = false;
-    ge_err e;
-    size_t nsw;
-    const ge_switch *sw = ge_config_switches(&nsw);
-    ge_config_defaults(&o->cfg);
-    if (ge_config_from_env(&o->cfg, getenv, &e))
-        return usage(msg, msglen, "%s", e.msg);
-
-    struct option lo[NOPTS + 2 * MAX_SWITCHES + 1];
-    char so[2 * NOPTS + 2 * MAX_SWITCHES + 2], no_names[MAX_SWITCHES][48];
     size_t k = 0, nlo = 0;
     so[k++] = ':'; /* report a missing argument as ':' rather than '?' */
     for (size_t i = 0; i < NOPTS; i++) {
-        lo[nlo++] = (struct option){OPTS[i].name,
-                                    OPTS[i].arg ? required_argument : no_argument, NULL,
-                                    OPTS[i].id};
-        if (OPTS[i].id < 256) {
-            so[k++] = (char)OPTS[i].id;
-            if (OPTS[i].arg)
+        const opt_row *r = &OPTS[i];
+        lo[nlo++] = (struct option){r->name, r->arg ? required_argument : no_argument, NULL,
+                                    r->short_flag ? r->short_flag : O_ROW + (int)i};
+        if (r->short_flag) {
+            so[k++] = r->short_flag;
+            if (r->arg)
                 so[k++] = ':';
         }
     }
@@ -170,167 +321,70 @@ int ge_opts_parse(int argc, char **argv, ge_opts *o, char *msg, size_t msglen)
     }
     so[k] = '\0';
     lo[nlo] = (struct option){0, 0, 0, 0};
+}
 
+ge_status ge_opts_parse(int argc, char **argv, ge_opts *o, ge_err *err)
+{
+    memset(o, 0, sizeof *o);
+    for (size_t i = 0; i < NOPTS; i++) {
+        if (OPTS[i].type == T_DOUBLE)
+            *(double *)((char *)o + OPTS[i].off) = OPTS[i].init;
+        else if (OPTS[i].init != 0)
+            put(o, &OPTS[i], (unsigned long long)OPTS[i].init);
+    }
+    const char *env = getenv("GEMMAEMBED_MODEL");
+    if (env && *env)
+        o->model = env;
+    size_t nsw;
+    const ge_switch *sw = ge_config_switches(&nsw);
+    ge_config_defaults(&o->cfg);
+    ge_status st = ge_config_from_env(&o->cfg, getenv, err);
+    if (st)
+        return st;
+
+    struct option lo[NOPTS + 2 * MAX_SWITCHES + 1];
+    char so[2 * NOPTS + 2 * MAX_SWITCHES + 2], no_names[MAX_SWITCHES][48];
+    getopt_tables(sw, nsw, lo, so, no_names);
+    ge_err e;
     opterr = 0;
     optind = 1;
     int c;
-    unsigned long long v;
     while ((c = getopt_long(argc, argv, so, lo, NULL)) != -1) {
+        const opt_row *r = row_of(c);
         for (size_t i = 0; i < nsw; i++)
             if (sw[i].short_flag && c == sw[i].short_flag)
                 c = O_SWITCH + (int)i;
-        if (c >= O_SWITCH && c < O_SWITCH + (int)nsw) {
+        if (r) {
+            st = set_value(o, r, optarg, err);
+        } else if (c >= O_SWITCH && c < O_SWITCH + (int)nsw) {
             const ge_switch *s = &sw[c - O_SWITCH];
             if (ge_config_set(&o->cfg, s, s->kind == GE_SW_BOOL ? NULL : optarg, GE_SRC_FLAG,
                               &e))
-                return usage(msg, msglen, "--%s", e.msg);
-            continue;
-        }
-        if (c >= O_NO_SWITCH && c < O_NO_SWITCH + (int)nsw) {
+                st = ge_fail(err, GE_E_USAGE, "--%s", e.msg);
+        } else if (c >= O_NO_SWITCH && c < O_NO_SWITCH + (int)nsw) {
             ge_config_set(&o->cfg, &sw[c - O_NO_SWITCH], "0", GE_SRC_FLAG, &e);
-            continue;
+        } else if (c == ':') {
+            st = ge_fail(err, GE_E_USAGE, "option '%s' needs an argument", argv[optind - 1]);
+        } else if (optopt && optopt < 256) {
+            st = ge_fail(err, GE_E_USAGE, "unknown option '-%c'", optopt);
+        } else {
+            st = ge_fail(err, GE_E_USAGE, "unknown option '%s'", argv[optind - 1]);
         }
-        switch (c) {
-        case O_PRINT_CONFIG: o->print_config = true; break;
-        case O_BENCH: o->bench = true; break;
-        case O_BENCH_JSON: o->bench_json = optarg; break;
-        case O_BENCH_REPS:
-            if (!parse_ull(optarg, &v) || v == 0 || v > 1000)
-                return usage(msg, msglen, "--bench-reps: '%s' is not an integer in [1, 1000]",
-                             optarg);
-            o->bench_reps = (int)v;
-            break;
-        case O_MODEL: o->model = optarg; break;
-        case O_MMPROJ:
-            if (!mmproj_flag) /* flags replace the environment's file */
-                o->n_mmproj = 0, mmproj_flag = true;
-            if (o->n_mmproj == 2)
-                return usage(msg, msglen, "--mmproj: at most two files (vision and audio)");
-            o->mmproj[o->n_mmproj++] = optarg;
-            break;
-        case O_IMAGE_TOKENS:
-            if (pick(optarg, "70|140|280|560|1120") < 0)
-                return usage(msg, msglen, "--image-tokens: '%s' is not one of 70, 140, 280, "
-                             "560, 1120", optarg);
-            o->image_tokens = atoi(optarg);
-            break;
-        case O_AUDIO_MAX_SECONDS: {
-            char *end;
-            errno = 0;
-            double sec = strtod(optarg, &end);
-            /* !(a && b) rejects NaN too */
-            if (!optarg[0] || *end || errno || !(sec > 0 && sec <= GE_AUDIO_SECONDS_CAP))
-                return usage(msg, msglen, "--audio-max-seconds: '%s' is not a number of "
-                             "seconds in (0, %g]", optarg, GE_AUDIO_SECONDS_CAP);
-            o->audio_max_seconds = sec;
-            break;
-        }
-        case O_VIDEO_TOKENS:
-            if (pick(optarg, "70|140|280|560|1120") < 0)
-                return usage(msg, msglen, "--video-tokens: '%s' is not one of 70, 140, 280, "
-                             "560, 1120", optarg);
-            o->video_tokens = atoi(optarg);
-            break;
-        case O_VIDEO_FPS: {
-            char *end;
-            errno = 0;
-            double fps = strtod(optarg, &end);
-            if (!optarg[0] || *end || errno || !(fps > 0 && fps <= 1000))
-                return usage(msg, msglen, "--video-fps: '%s' is not a rate in (0, 1000]",
-                             optarg);
-            o->video_fps = fps;
-            break;
-        }
-        case O_VIDEO_FRAMES: {
-            char *end;
-            errno = 0;
-            long n = strtol(optarg, &end, 10);
-            if (!optarg[0] || *end || errno || n < 1 || n > GE_VIDEO_FRAMES_CAP)
-                return usage(msg, msglen, "--video-frames: '%s' is not a count in 1..%d",
-                             optarg, GE_VIDEO_FRAMES_CAP);
-            o->video_frames = (int)n;
-            break;
-        }
-        case O_OUTPUT: o->output = optarg; break;
-        case O_ERRORS: o->errors = optarg; break;
-        case O_IDS: o->ids = optarg; break;
-        case O_PROMPT: o->prompt = optarg; break;
-        case O_PREFIX: o->prefix = optarg; break;
-        case O_TRUNCATE: o->truncate = true; break;
-        case O_TOKENIZE: o->tokenize = true; break;
-        case O_QUIET: o->quiet = true; break;
-        case O_PROGRESS: o->progress = 1; break;
-        case O_RESUME: o->resume = true; break;
-        case O_SHARD: {
-            const char *slash = strchr(optarg, '/');
-            char head[32];
-            unsigned long long si, sn;
-            if (!slash || (size_t)(slash - optarg) >= sizeof head)
-                return usage(msg, msglen, "--shard: '%s' is not I/N", optarg);
-            memcpy(head, optarg, (size_t)(slash - optarg));
-            head[slash - optarg] = 0;
-            if (!parse_ull(head, &si) || !parse_ull(slash + 1, &sn) || sn == 0 || si >= sn)
-                return usage(msg, msglen,
-                             "--shard: '%s' is not I/N with 0 <= I < N (e.g. 0/4)", optarg);
-            o->shard_i = si;
-            o->shard_n = sn;
-            break;
-        }
-        case O_HELP: o->help = true; break;
-        case O_VERSION: o->version = true; break;
-        case O_FORMAT: {
-            int i = pick(optarg, "jsonl|npy|f32|npz");
-            if (i < 0)
-                return usage(msg, msglen,
-                             "--format: unknown format '%s' (jsonl, npy, f32, npz)", optarg);
-            o->format = (ge_fmt[]){GE_FMT_JSONL, GE_FMT_NPY, GE_FMT_F32, GE_FMT_NPZ}[i];
-            break;
-        }
-        case O_INPUT: {
-            int i = pick(optarg, "jsonl|lines|files");
-            if (i < 0)
-                return usage(msg, msglen, "--input: unknown format '%s' (jsonl, lines, files)",
-                             optarg);
-            o->input = (ge_in_kind[]){GE_IN_JSONL, GE_IN_LINES, GE_IN_FILES}[i];
-            break;
-        }
-        case O_ENCODING: {
-            int i = pick(optarg, "float|base64");
-            if (i < 0)
-                return usage(msg, msglen, "--encoding: unknown encoding '%s' (float, base64)",
-                             optarg);
-            o->base64 = i == 1;
-            break;
-        }
-        case O_DIM:
-            if (pick(optarg, "768|512|256|128") < 0)
-                return usage(msg, msglen, "--dim: '%s' is not one of 768, 512, 256, 128",
-                             optarg);
-            o->dim = atoi(optarg);
-            break;
-        case O_MAX_ERRORS:
-            if (!parse_ull(optarg, &v) || v == 0)
-                return usage(msg, msglen, "--max-errors: '%s' is not a positive integer",
-                             optarg);
-            o->max_errors = v;
-            break;
-        case ':':
-            return usage(msg, msglen, "option '%s' needs an argument", argv[optind - 1]);
-        default:
-            if (optopt && optopt < 256)
-                return usage(msg, msglen, "unknown option '-%c'", optopt);
-            return usage(msg, msglen, "unknown option '%s'", argv[optind - 1]);
-        }
+        if (st)
+            return st;
     }
     o->files = argv + optind;
     o->nfiles = argc - optind;
+    env = getenv("GEMMAEMBED_MMPROJ");
+    if (!o->n_mmproj && env && *env)
+        o->mmproj[o->n_mmproj++] = env;
 
     if (o->help || o->version)
-        return 0;
+        return GE_OK;
     if (o->prompt && o->prefix)
-        return usage(msg, msglen, "--prompt and --prefix cannot be used together");
+        return ge_fail(err, GE_E_USAGE, "--prompt and --prefix cannot be used together");
     /* checks that depend on the output format are in main.c, once it is known */
-    return 0;
+    return GE_OK;
 }
 
 void ge_opts_help(FILE *f)
@@ -345,16 +399,19 @@ void ge_opts_help(FILE *f)
           f);
     for (size_t i = 0; i < NOPTS; i++) {
         const opt_row *r = &OPTS[i];
-        char head[64];
-        if (r->id < 256)
-            snprintf(head, sizeof head, "-%c, --%s%s%s", r->id, r->name, r->arg ? " " : "",
-                     r->arg ? r->arg : "");
+        char head[64], def[32];
+        if (r->short_flag)
+            snprintf(head, sizeof head, "-%c, --%s%s%s", r->short_flag, r->name,
+                     r->arg ? " " : "", r->arg ? r->arg : "");
         else
             snprintf(head, sizeof head, "    --%s%s%s", r->name, r->arg ? " " : "",
                      r->arg ? r->arg : "");
         fprintf(f, "  %-29s %s\n", head, r->help);
-        if (r->def)
-            fprintf(f, "  %-29s (default: %s)\n", "", r->def);
+        const char *d = r->def;
+        if (!d && r->init != 0) /* the value the parser starts from, so they agree */
+            snprintf(def, sizeof def, "%g", r->init), d = def;
+        if (d)
+            fprintf(f, "  %-29s (default: %s)\n", "", d);
     }
     fputs("\nEngine switches (each also read from the environment variable shown; a flag\n"
           "wins over the environment; booleans take 1/0, on/off, true/false, yes/no there):\n",

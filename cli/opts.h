@@ -1,9 +1,9 @@
 /* opts.h - the command line of gemmaembed.
  *
- * One option table (opts.c) drives getopt_long, --help and the man page check. Parsing only
- * fills a ge_opts value and reports usage errors as a message: it never prints or exits and
- * knows nothing about the model (checks that need the model, such as --dim against the
- * model's width, happen in main.c). */
+ * One option table (opts.c) drives getopt_long, the parsing and checking of every value,
+ * --help and the man page check. Parsing only fills a ge_opts value and reports a usage
+ * error as a GE_E_USAGE ge_err: it never prints or exits and knows nothing about the model
+ * (checks that need the model, such as --dim against the model's width, happen in main.c). */
 #ifndef GE_CLI_OPTS_H
 #define GE_CLI_OPTS_H
 
@@ -38,16 +38,16 @@ typedef struct {
     bool help, version, print_config;
     bool bench;             /* --bench */
     const char *bench_json; /* --bench-json PATH */
-    int bench_reps;         /* --bench-reps N; 0 = default */
+    int bench_reps;         /* --bench-reps N */
     ge_config cfg;          /* engine switches: defaults < environment < flags */
     unsigned long long max_errors; /* --max-errors; 0 = no limit */
     char **files;           /* FILE operands; nfiles == 0 means stdin */
     int nfiles;
 } ge_opts;
 
-/* Parse argv into *o (defaults first, then $GEMMAEMBED_MODEL, then the flags). On a usage
- * error returns -1 with a one-line message in msg (no "gemmaembed: " prefix); 0 otherwise. */
-int ge_opts_parse(int argc, char **argv, ge_opts *o, char *msg, size_t msglen);
+/* Parse argv into *o (defaults first, then the environment, then the flags). On a usage
+ * error returns GE_E_USAGE with a one-line message in err (no "gemmaembed: " prefix). */
+ge_status ge_opts_parse(int argc, char **argv, ge_opts *o, ge_err *err);
 
 /* Print the full --help text (every flag with its default, the prompt names) to f. */
 void ge_opts_help(FILE *f);

@@ -20,8 +20,7 @@
 #include <string.h>
 #include <time.h>
 
-#include "bench.h"
-#include "msg.h"
+#include "clock.h"
 
 enum { SLOT_EMPTY, SLOT_READ, SLOT_READY, SLOT_DONE };
 
@@ -104,7 +103,7 @@ typedef struct {
     size_t ready_tokens;      /* tokens of the ready records from n_packed on (tower, under mu) */
     atomic_bool abort;        /* a write error or --max-errors: stop everything */
     pthread_t reader;
-    int status;               /* 0 or 4, under mu */
+    ge_exit status;           /* under mu */
 
     /* writer-owned */
     ge_pipe_result res;
@@ -183,7 +182,7 @@ static bool stopping_cb(void *P) { return stopping(P); }
 static void fail_io(pipe_t *P)
 {
     pthread_mutex_lock(&P->mu);
-    P->status = 4;
+    P->status = GE_EXIT_IO;
     pthread_mutex_unlock(&P->mu);
     abort_run(P);
 }
@@ -272,7 +271,7 @@ static unsigned long long read_all(pipe_t *P)
     ge_rec rec;
     unsigned long long index = 0, k, total, done;
     if (P->c->skip) {
-        if (ge_in_skip(in, P->c->skip, &k, &err) < 0) {
+        if (ge_in_skip(in, P->c->skip, &k, &err)) {
             ge_say("%s", err.msg);
             fail_io(P);
             return 0;
@@ -288,7 +287,7 @@ static unsigned long long read_all(pipe_t *P)
             unsigned long long want = (o->shard_i + o->shard_n - index % o->shard_n) %
                                       o->shard_n;
             k = 0;
-            if (want && ge_in_skip(in, want, &k, &err) < 0)
+            if (want && ge_in_skip(in, want, &k, &err))
                 got = -1;
             index += k;
         }
@@ -299,7 +298,7 @@ static unsigned long long read_all(pipe_t *P)
         if (got < 0) {
             ge_say("%s", err.msg); /* write what was read, then stop */
             pthread_mutex_lock(&P->mu);
-            P->status = 4;
+            P->status = GE_EXIT_IO;
             pthread_mutex_unlock(&P->mu);
             break;
         }
@@ -470,7 +469,7 @@ static ge_status decode_image(pipe_t *P, slot *s, size_t i, budget *b, const cha
     ge_image img = {0};
     ge_status st = ge_image_decode(bytes, len, NULL, &img, err);
     if (!st)
-        st = ge_image_plan(img.h, img.w, P->c->image_tokens, &it->th, &it->tw, &it->n_soft,
+        st = ge_image_plan(img.h, img.w, P->o->image_tokens, &it->th, &it->tw, &it->n_soft,
                            err);
     if (!st)
         st = spend(P, s, i, (size_t)it->n_soft + 2, b, err);
@@ -510,10 +509,9 @@ static ge_status decode_video(pipe_t *P, slot *s, size_t i, budget *b, const cha
     item *it = &s->items[i];
     ge_video v = {0};
     video_plan plan = {P, s, i, b};
-    ge_video_limits lim = P->c->video;
-    lim.check = video_check;
-    lim.check_ctx = &plan;
-    lim.plan_only = P->o->tokenize;
+    ge_video_limits lim = {.fps = P->o->video_fps, .max_frames = P->o->video_frames,
+                           .tokens = P->o->video_tokens, .check = video_check,
+                           .check_ctx = &plan, .plan_only = P->o->tokenize};
     ge_status st = ge_video_decode(bytes, len, &lim, &v, err);
     if (st)
         return st;
@@ -550,7 +548,7 @@ static ge_status decode_audio(pipe_t *P, slot *s, size_t i, budget *b, const cha
     item *it = &s->items[i];
     const ge_model *m = P->c->model;
     ge_audio a = {0};
-    ge_audio_limits lim = {P->c->audio_max_seconds};
+    ge_audio_limits lim = {P->o->audio_max_seconds};
     const int64_t cut = (int64_t)floor(lim.max_seconds * GE_AUDIO_RATE + 0.5);
     int64_t stop = cut;
     if (!P->o->tokenize) {
@@ -607,7 +605,7 @@ static size_t video_parts(const pipe_t *P, const item *it, ge_part *parts, char 
 {
     size_t n = 0;
     for (int f = 0; f < it->n_frames; f++) {
-        if (P->c->video_timestamps) {
+        if (P->o->cfg.v[GE_CFG_VIDEO_TIMESTAMPS]) {
             const long s = (long)it->seconds[f];
             int len = snprintf(ts, 9, "%s%02ld:%02ld ", f ? " " : "", s / 60, s % 60);
             len = len > 8 ? 8 : len; /* over 99 minutes: "MMM:SS" is cut, never past ts */
@@ -636,8 +634,8 @@ static void decode_record(pipe_t *P, slot *s, ge_tokens *toks)
         char name[300] = "inline data";
         if (!it->inline_bytes)
             snprintf(name, sizeof name, "%s", it->data);
-        st = P->c->mmproj ? decode_media(P, s, i, &b, &e)
-                          : ge_fail(&e, GE_E_UNSUPPORTED, "%s: give --mmproj", needs[it->kind]);
+        st = P->o->n_mmproj ? decode_media(P, s, i, &b, &e)
+                            : ge_fail(&e, GE_E_UNSUPPORTED, "%s: give --mmproj", needs[it->kind]);
         if (st && !b.over) /* too_long names every item */
             ge_err_prefix(&e, "%s item %zu (%s)", ITEM_NAME[it->kind], i + 1, name);
         b.used += item_rows(it) + 2 * (size_t)it->n_frames;
@@ -846,7 +844,7 @@ static void fail_model(pipe_t *P, const ge_err *err)
 {
     ge_say("%s", err->msg);
     pthread_mutex_lock(&P->mu);
-    P->status = 3;
+    P->status = GE_EXIT_MODEL;
     pthread_mutex_unlock(&P->mu);
     abort_run(P);
 }
@@ -995,9 +993,9 @@ static void *tower_main(void *v)
         if (!ready)
             t_first = 0;
         else if (t_first == 0)
-            t_first = ge_bench_now();
+            t_first = ge_cli_now();
         if (!ready || (ready < WINDOW_RECORDS && P->ready_tokens < window_tokens && !all_in &&
-                       ge_bench_now() - t_first < WAIT_MAX)) {
+                       ge_cli_now() - t_first < WAIT_MAX)) {
             struct timespec ts;
             deadline_in(&ts, IDLE_NS);
             unsigned long long before = scan;
@@ -1045,7 +1043,7 @@ static void progress(pipe_t *P, bool final)
 {
     if (!P->c->progress)
         return;
-    double t = ge_bench_now();
+    double t = ge_cli_now();
     if (!final && t - P->p_last < 0.5)
         return;
     P->p_last = t;
@@ -1185,23 +1183,23 @@ ge_status ge_pipe_check_options(const ge_opts *o, const ge_model *m, ge_err *err
                    "most %.2f", o->audio_max_seconds, max, (long long)(max - around), most);
 }
 
-int ge_pipeline_run(const ge_pipe_cfg *c, ge_pipe_result *res)
+ge_exit ge_pipeline_run(const ge_pipe_cfg *c, ge_pipe_result *res)
 {
     memset(res, 0, sizeof *res);
     pipe_t *P = calloc(1, sizeof *P);
     if (!P) {
         ge_say("out of memory");
-        return 4;
+        return GE_EXIT_IO;
     }
     P->c = c;
     P->o = c->o;
     P->model_dim = ge_model_dim(c->model);
     P->max_tokens = (size_t)ge_model_max_tokens(c->model);
-    long wave = c->o->cfg.v[GE_CFG_WAVE_TOKENS];
+    long wave = P->o->cfg.v[GE_CFG_WAVE_TOKENS];
     P->wave_cap = wave > 0 ? (size_t)wave : 1;
     P->reader = pthread_self();
     ge_in_set_interrupt(c->in, stopping_cb, P);
-    P->p_t0 = P->p_last = ge_bench_now();
+    P->p_t0 = P->p_last = ge_cli_now();
     pthread_mutex_init(&P->mu, NULL);
     pthread_condattr_t ca;
     pthread_condattr_init(&ca);
@@ -1237,7 +1235,7 @@ int ge_pipeline_run(const ge_pipe_cfg *c, ge_pipe_result *res)
         ge_in_set_interrupt(c->in, NULL, NULL);
     } else {
         ge_say("cannot start the pipeline's threads");
-        P->status = 4;
+        P->status = GE_EXIT_IO;
         atomic_store(&P->abort, true);
     }
     pthread_mutex_lock(&P->mu);
@@ -1260,7 +1258,7 @@ int ge_pipeline_run(const ge_pipe_cfg *c, ge_pipe_result *res)
         if (!ge_out_epipe())
             ge_say("%s", err.msg);
         P->res.out_failed = true;
-        P->status = 4;
+        P->status = GE_EXIT_IO;
     }
     progress(P, true);
     for (unsigned long long q = P->n_written; q < P->n_read; q++)
@@ -1268,7 +1266,7 @@ int ge_pipeline_run(const ge_pipe_cfg *c, ge_pipe_result *res)
     *res = P->res;
     /* after a stop or an abort the output ends at the last record written */
     res->index = P->n_written == P->n_read && !atomic_load(&P->abort) ? index : P->last_index;
-    int status = P->status;
+    ge_exit status = P->status;
     pthread_mutex_destroy(&P->mu);
     pthread_cond_destroy(&P->cv_space);
     pthread_cond_destroy(&P->cv_read);

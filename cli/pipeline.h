@@ -20,21 +20,19 @@
 
 #include "ge.h"
 #include "input.h"
+#include "msg.h"
 #include "opts.h"
 #include "output.h"
 
+/* The options come as they were parsed (o); the rest is what the run decided from them or
+ * opened for them. */
 typedef struct {
     const ge_opts *o;
     ge_model *model;
     ge_in *in;
     ge_out *out;
-    const char *prefix;      /* global prompt prefix, or NULL */
-    int dim;                 /* output width (Matryoshka) */
-    int image_tokens;        /* soft tokens per image (--image-tokens) */
-    double audio_max_seconds; /* audio past this is cut (--audio-max-seconds) */
-    ge_video_limits video;   /* frame sampling and budget (--video-fps, -frames, -tokens) */
-    bool video_timestamps;   /* "MM:SS " before each frame block (--video-timestamps) */
-    bool mmproj;             /* an mmproj was given: media can be embedded */
+    const char *prefix;      /* global prompt prefix (--prompt resolved, or --prefix), or NULL */
+    int dim;                 /* output width (Matryoshka): --dim, or the model's */
     bool binary;             /* npy/f32/npz output: rows cannot carry notes */
     bool progress;           /* draw the progress line on stderr */
     unsigned long long skip; /* input records already done (--resume) */
@@ -57,8 +55,8 @@ typedef struct {
  * (327.53 s for 8192 tokens at 25 a second). GE_E_USAGE naming the largest value. */
 ge_status ge_pipe_check_options(const ge_opts *o, const ge_model *m, ge_err *err);
 
-/* Run the stream to its end (or a stop). Returns 0, or 4 after an input or output error
- * (reported on stderr). */
-int ge_pipeline_run(const ge_pipe_cfg *c, ge_pipe_result *res);
+/* Run the stream to its end (or a stop). Returns GE_EXIT_OK, GE_EXIT_IO after an input or
+ * output error, or GE_EXIT_MODEL when a model file changed on disk (reported on stderr). */
+ge_exit ge_pipeline_run(const ge_pipe_cfg *c, ge_pipe_result *res);
 
 #endif
