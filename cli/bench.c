@@ -6,7 +6,6 @@
 #include <sys/resource.h>
 
 #include "bench.h"
-#include "clock.h"
 #include "input.h"
 #include "msg.h"
 #include "paths.h"
@@ -188,16 +187,16 @@ typedef struct {
     int budget, patches, soft;
     double mean, sd, gmacs;
 } image_case;
+enum { MAX_BUDGETS = 8 }; /* image cases: one per budget (GE_BUDGETS has 5) */
 
 static ge_status bench_images(ge_model *m, int reps, image_case *cases, int *n_cases,
                               ge_stats *total, ge_err *err)
 {
-    static const int budgets[] = {70, 140, 280, 560, 1120};
     ge_status es = GE_OK;
     *n_cases = 0;
-    for (size_t b = 0; b < sizeof budgets / sizeof budgets[0]; b++) {
+    for (int b = 0; ge_budget(b) && b < MAX_BUDGETS; b++) {
         int th, tw, soft;
-        if ((es = ge_image_plan(960, 1280, budgets[b], &th, &tw, &soft, err)))
+        if ((es = ge_image_plan(960, 1280, ge_budget(b), &th, &tw, &soft, err)))
             return es;
         const int pw = tw / GE_IMAGE_PATCH, ph = th / GE_IMAGE_PATCH, n = pw * ph;
         float *patches = malloc((size_t)n * GE_IMAGE_PATCH_DIM * sizeof *patches);
@@ -232,7 +231,7 @@ static ge_status bench_images(ge_model *m, int reps, image_case *cases, int *n_c
         if (!ok)
             return es;
         image_case *c = &cases[(*n_cases)++];
-        *c = (image_case){budgets[b], n, soft, sum / reps, sd_of(sum, sum2, reps),
+        *c = (image_case){ge_budget(b), n, soft, sum / reps, sd_of(sum, sum2, reps),
                           macs / secs * 1e-9};
     }
     ge_model_trim(m);
@@ -323,7 +322,7 @@ ge_exit ge_bench_run(const ge_opts *o, ge_model *m, double t_start)
         free(vec);
         return GE_EXIT_RECORDS;
     }
-    double ttfv = ge_cli_now() - t_start;
+    double ttfv = ge_now() - t_start;
     ge_tokens_free(&first);
 
     bool ok = true;
@@ -367,14 +366,14 @@ ge_exit ge_bench_run(const ge_opts *o, ge_model *m, double t_start)
             return GE_EXIT_RECORDS;
         for (int r = 0; r < reps; r++) {
             ge_model_stats_reset(m);
-            double t0 = ge_cli_now();
+            double t0 = ge_now();
             if (ge_embed_batch(m, (const int32_t *const *)c->ids, c->lens, (size_t)c->n_seq,
                                out, &err)) {
                 ge_say("--bench: %s", err.msg);
                 free(out);
                 return GE_EXIT_RECORDS;
             }
-            double dt = ge_cli_now() - t0, tps = (double)c->tokens / dt;
+            double dt = ge_now() - t0, tps = (double)c->tokens / dt;
             sum += tps, sum2 += tps * tps, secs += dt;
             ge_stats s;
             ge_model_stats(m, &s);
@@ -391,7 +390,7 @@ ge_exit ge_bench_run(const ge_opts *o, ge_model *m, double t_start)
     ops_table(&total, total.forward_seconds, peak8, peak32, threads);
 
     /* with --mmproj and no input: one image per budget through the vision tower */
-    image_case icases[5];
+    image_case icases[MAX_BUDGETS];
     int n_img = 0;
     ge_stats itotal = {0};
     if (o->n_mmproj && o->nfiles == 0) {
@@ -424,13 +423,15 @@ ge_exit ge_bench_run(const ge_opts *o, ge_model *m, double t_start)
     audio_case acases[3];
     int n_aud = 0;
     ge_stats atotal = {0};
-    ge_status ast = o->n_mmproj && !o->nfiles ? bench_audio(m, reps, acases, &n_aud, &atotal,
-                                                            &err)
-                                              : GE_OK;
-    if (ast == GE_E_UNSUPPORTED && !n_aud)
-        ge_say("--bench: no audio cases: %s", err.msg), ast = GE_OK;
-    else if (ast)
+    ge_status ast = GE_OK;
+    if (o->n_mmproj && !o->nfiles)
+        ast = bench_audio(m, reps, acases, &n_aud, &atotal, &err);
+    if (ast == GE_E_UNSUPPORTED && !n_aud) {
+        ge_say("--bench: no audio cases: %s", err.msg);
+        ast = GE_OK;
+    } else if (ast) {
         ge_say("--bench: %s", err.msg);
+    }
     if (n_aud) {
         fprintf(stderr, "\n| %-20s | %7s | %4s | %22s | %9s | %9s |\n", "audio (audio tower)",
                 "soft", "reps", "s/clip (mean ± sd)", "audio s/s", "GMAC/s");

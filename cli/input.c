@@ -577,11 +577,14 @@ static bool record_text(ge_in *in, ge_rec *r, json_t *root, json_t **text)
 
 /* ---- media items ------------------------------------------------------------------------ */
 
-static const char *const KIND_NAME[] = {"text", "image", "audio", "video"};
+/* a kind's name: its record key and content item type ("image") */
+static const char *kind_name(ge_kind k) { return ge_modality_of(k)->name; }
+/* a media kind's placeholder piece ("<|image|>") */
+static const char *ph_of(int k) { return ge_modality_of((ge_kind)k)->soft; }
 
 /* Add an item; its data is copied (a NUL-terminated path, or the decoded bytes of inline
  * base64 / a data: URI). Returns false with the record failed. */
-static bool add_item(ge_in *in, ge_rec *r, ge_item_kind kind, const char *s, size_t n,
+static bool add_item(ge_in *in, ge_rec *r, ge_kind kind, const char *s, size_t n,
                      bool base64)
 {
     if (in->n_items == MAX_ITEMS) {
@@ -591,7 +594,7 @@ static bool add_item(ge_in *in, ge_rec *r, ge_item_kind kind, const char *s, siz
     ge_rec_item *it = &in->items[in->n_items];
     it->kind = kind;
     it->inline_bytes = it->by_streams = false;
-    if (kind == GE_ITEM_TEXT) {
+    if (kind == GE_KIND_TEXT) {
         it->data = s, it->len = n;
         in->item_data[in->n_items++] = NULL;
         return true;
@@ -600,13 +603,13 @@ static bool add_item(ge_in *in, ge_rec *r, ge_item_kind kind, const char *s, siz
         const char *comma = memchr(s, ',', n);
         if (!comma || comma - s < 12 || strncmp(comma - 7, ";base64", 7) != 0) {
             rec_fail(in, r, "bad_record", "%s: only base64 data: URIs are read",
-                     KIND_NAME[kind]);
+                     kind_name(kind));
             return false;
         }
         n -= (size_t)(comma + 1 - s), s = comma + 1, base64 = true;
     } else if (!base64 && (strncmp(s, "http://", 7) == 0 || strncmp(s, "https://", 8) == 0)) {
         rec_fail(in, r, "unsupported", "%s: remote URLs are not fetched; give a local path or "
-                 "the data inline", KIND_NAME[kind]);
+                 "the data inline", kind_name(kind));
         return false;
     }
     char *copy = malloc(base64 ? n / 4 * 3 + 3 : n + 1);
@@ -618,14 +621,14 @@ static bool add_item(ge_in *in, ge_rec *r, ge_item_kind kind, const char *s, siz
         if (!ge_base64_decode(s, n, (unsigned char *)copy, &it->len) || it->len == 0) {
             free(copy);
             rec_fail(in, r, "bad_record", "%s: the inline data is not valid base64",
-                     KIND_NAME[kind]);
+                     kind_name(kind));
             return false;
         }
         it->inline_bytes = true;
     } else {
         if (n == 0 || memchr(s, 0, n)) {
             free(copy);
-            rec_fail(in, r, "bad_record", "%s: %s", KIND_NAME[kind],
+            rec_fail(in, r, "bad_record", "%s: %s", kind_name(kind),
                      n ? "the path contains a NUL byte" : "the path is empty");
             return false;
         }
@@ -650,8 +653,8 @@ static bool content_item(ge_in *in, ge_rec *r, json_t *el, size_t i)
     }
     json_t *type = json_object_get(el, "type");
     int kind = -1;
-    for (int k = 0; json_is_string(type) && k < 4; k++)
-        if (strcmp(json_string_value(type), KIND_NAME[k]) == 0)
+    for (int k = 0; json_is_string(type) && k < GE_KIND_COUNT; k++)
+        if (strcmp(json_string_value(type), kind_name(k)) == 0)
             kind = k;
     if (!type || !json_is_string(type)) {
         rec_fail(in, r, "bad_record", "content item %zu needs a \"type\" (text, image, audio or "
@@ -667,8 +670,8 @@ static bool content_item(ge_in *in, ge_rec *r, json_t *el, size_t i)
                  "audio or video)", i + 1, shown);
         return false;
     }
-    const char *keys[] = {kind == GE_ITEM_TEXT ? "text" : "path", "url", KIND_NAME[kind], "data"};
-    const size_t nk = kind == GE_ITEM_TEXT ? 1u : 4u;
+    const char *keys[] = {kind == GE_KIND_TEXT ? "text" : "path", "url", kind_name(kind), "data"};
+    const size_t nk = kind == GE_KIND_TEXT ? 1u : 4u;
     size_t found = nk;
     for (size_t k = 0; k < nk; k++) {
         json_t *v = json_object_get(el, keys[k]);
@@ -681,18 +684,18 @@ static bool content_item(ge_in *in, ge_rec *r, json_t *el, size_t i)
         }
         if (found < nk) { /* two sources: which one is meant? */
             rec_fail(in, r, "bad_record", "content item %zu (%s) has both \"%s\" and \"%s\": "
-                     "give one", i + 1, KIND_NAME[kind], keys[found], keys[k]);
+                     "give one", i + 1, kind_name(kind), keys[found], keys[k]);
             return false;
         }
         found = k;
     }
     if (found < nk) {
         json_t *v = json_object_get(el, keys[found]);
-        return add_item(in, r, (ge_item_kind)kind, json_string_value(v), json_string_length(v),
+        return add_item(in, r, (ge_kind)kind, json_string_value(v), json_string_length(v),
                         found == 3);
     }
-    rec_fail(in, r, "bad_record", "content item %zu (%s) has no %s", i + 1, KIND_NAME[kind],
-             kind == GE_ITEM_TEXT ? "\"text\"" : "\"path\", \"url\", \"data\" or its own key");
+    rec_fail(in, r, "bad_record", "content item %zu (%s) has no %s", i + 1, kind_name(kind),
+             kind == GE_KIND_TEXT ? "\"text\"" : "\"path\", \"url\", \"data\" or its own key");
     return false;
 }
 
@@ -719,29 +722,23 @@ static void media_record(ge_in *in, ge_rec *r, json_t *root, json_t *content)
     } else {
         static const struct {
             const char *key;
-            ge_item_kind kind;
+            ge_kind kind;
             bool base64;
-        } fields[] = {{"image", GE_ITEM_IMAGE, false}, {"image_b64", GE_ITEM_IMAGE, true},
-                      {"video", GE_ITEM_VIDEO, false}, {"audio", GE_ITEM_AUDIO, false},
-                      {"audio_b64", GE_ITEM_AUDIO, true}};
+        } fields[] = {{"image", GE_KIND_IMAGE, false}, {"image_b64", GE_KIND_IMAGE, true},
+                      {"video", GE_KIND_VIDEO, false}, {"audio", GE_KIND_AUDIO, false},
+                      {"audio_b64", GE_KIND_AUDIO, true}};
         json_t *text;
         if (!record_text(in, r, root, &text))
             return;
         /* media first, then the text; but a text that holds manual placeholders (<|image|>,
          * <|audio|>, <|video|>) places the media itself: each placeholder takes the next item
          * of its kind, in field order (docs/model.md 2.3: no automatic placeholders then) */
-        static const char *const PH[] = {[GE_ITEM_IMAGE] = "<|image|>",
-                                         [GE_ITEM_AUDIO] = "<|audio|>",
-                                         [GE_ITEM_VIDEO] = "<|video|>"};
-        static const char *const PLURAL[] = {[GE_ITEM_IMAGE] = "images",
-                                             [GE_ITEM_AUDIO] = "audio clips",
-                                             [GE_ITEM_VIDEO] = "videos"};
         const char *t = text ? json_string_value(text) : "";
         size_t tl = text ? json_string_length(text) : 0;
         bool manual = false;
-        for (int k = GE_ITEM_IMAGE; k <= GE_ITEM_VIDEO; k++)
-            manual = manual || (text && memmem(t, tl, PH[k], strlen(PH[k])));
-        size_t n_kind[GE_ITEM_VIDEO + 1] = {0}, used[GE_ITEM_VIDEO + 1] = {0};
+        for (int k = GE_KIND_IMAGE; k < GE_KIND_COUNT; k++)
+            manual = manual || (text && memmem(t, tl, ph_of(k), strlen(ph_of(k))));
+        size_t n_kind[GE_KIND_COUNT] = {0}, used[GE_KIND_COUNT] = {0};
         for (size_t k = 0; ok && k < sizeof fields / sizeof fields[0]; k++) {
             json_t *v = json_object_get(root, fields[k].key);
             size_t nv = json_is_array(v) ? json_array_size(v) : 1;
@@ -761,8 +758,8 @@ static void media_record(ge_in *in, ge_rec *r, json_t *root, json_t *content)
         while (ok && manual) {
             const char *ph = NULL;
             int kind = 0;
-            for (int k = GE_ITEM_IMAGE; k <= GE_ITEM_VIDEO; k++) {
-                const char *p = memmem(t, tl, PH[k], strlen(PH[k]));
+            for (int k = GE_KIND_IMAGE; k < GE_KIND_COUNT; k++) {
+                const char *p = memmem(t, tl, ph_of(k), strlen(ph_of(k)));
                 if (p && (!ph || p < ph))
                     ph = p, kind = k;
             }
@@ -770,11 +767,11 @@ static void media_record(ge_in *in, ge_rec *r, json_t *root, json_t *content)
                 break;
             if (used[kind] == n_kind[kind]) {
                 rec_fail(in, r, "bad_record", "more %s placeholders in the text than %s",
-                         PH[kind], PLURAL[kind]);
+                         ph_of(kind), ge_modality_of(kind)->plural);
                 return;
             }
             if (ph > t)
-                ok = add_item(in, r, GE_ITEM_TEXT, t, (size_t)(ph - t), false);
+                ok = add_item(in, r, GE_KIND_TEXT, t, (size_t)(ph - t), false);
             /* the used[kind]-th item of that kind, in field order */
             size_t want = used[kind]++;
             for (size_t k = 0; ok && k < sizeof fields / sizeof fields[0]; k++) {
@@ -791,16 +788,16 @@ static void media_record(ge_in *in, ge_rec *r, json_t *root, json_t *content)
                               json_string_length(e), fields[k].base64);
                 break;
             }
-            tl -= (size_t)(ph - t) + strlen(PH[kind]), t = ph + strlen(PH[kind]);
+            tl -= (size_t)(ph - t) + strlen(ph_of(kind)), t = ph + strlen(ph_of(kind));
         }
-        for (int k = GE_ITEM_IMAGE; ok && manual && k <= GE_ITEM_VIDEO; k++)
+        for (int k = GE_KIND_IMAGE; ok && manual && k < GE_KIND_COUNT; k++)
             if (used[k] != n_kind[k]) {
                 rec_fail(in, r, "bad_record", "more %s than %s placeholders in the text",
-                         PLURAL[k], PH[k]);
+                         ge_modality_of(k)->plural, ph_of(k));
                 return;
             }
         if (ok && tl)
-            ok = add_item(in, r, GE_ITEM_TEXT, t, tl, false);
+            ok = add_item(in, r, GE_KIND_TEXT, t, tl, false);
         if (ok && in->n_items == 0) {
             rec_fail(in, r, "bad_record", "nothing to embed: no media in the media fields and "
                      "no text");
@@ -817,7 +814,7 @@ static void media_record(ge_in *in, ge_rec *r, json_t *root, json_t *content)
         return;
     }
     for (size_t i = 0; i < in->n_items; i++)
-        if (in->items[i].kind == GE_ITEM_TEXT &&
+        if (in->items[i].kind == GE_KIND_TEXT &&
             ge_utf8_check(in->items[i].data, in->items[i].len) < in->items[i].len) {
             rec_fail(in, r, "bad_utf8", "text item %zu is not valid UTF-8", i + 1);
             return;
@@ -897,14 +894,14 @@ static int media_ext(const char *path)
 {
     static const struct {
         const char *ext;
-        ge_item_kind kind;
+        ge_kind kind;
     } EXT[] = {
-        {"jpg", GE_ITEM_IMAGE},  {"jpeg", GE_ITEM_IMAGE}, {"png", GE_ITEM_IMAGE},
-        {"webp", GE_ITEM_IMAGE}, {"wav", GE_ITEM_AUDIO},  {"flac", GE_ITEM_AUDIO},
-        {"ogg", GE_ITEM_AUDIO},  {"oga", GE_ITEM_AUDIO},  {"opus", GE_ITEM_AUDIO},
-        {"mp3", GE_ITEM_AUDIO},  {"m4a", GE_ITEM_AUDIO},  {"mp4", GE_ITEM_VIDEO},
-        {"m4v", GE_ITEM_VIDEO},  {"mov", GE_ITEM_VIDEO},  {"mkv", GE_ITEM_VIDEO},
-        {"webm", GE_ITEM_VIDEO},
+        {"jpg", GE_KIND_IMAGE},  {"jpeg", GE_KIND_IMAGE}, {"png", GE_KIND_IMAGE},
+        {"webp", GE_KIND_IMAGE}, {"wav", GE_KIND_AUDIO},  {"flac", GE_KIND_AUDIO},
+        {"ogg", GE_KIND_AUDIO},  {"oga", GE_KIND_AUDIO},  {"opus", GE_KIND_AUDIO},
+        {"mp3", GE_KIND_AUDIO},  {"m4a", GE_KIND_AUDIO},  {"mp4", GE_KIND_VIDEO},
+        {"m4v", GE_KIND_VIDEO},  {"mov", GE_KIND_VIDEO},  {"mkv", GE_KIND_VIDEO},
+        {"webm", GE_KIND_VIDEO},
     };
     const char *dot = strrchr(path, '.'), *slash = strrchr(path, '/');
     if (!dot || (slash && slash > dot))
@@ -971,9 +968,9 @@ static void parse_files(ge_in *in, ge_rec *r)
     if (fd >= 0)
         close(fd);
     ge_media_type t = ge_media_sniff(head, got);
-    int kind = t.kind == GE_MEDIA_IMAGE ? GE_ITEM_IMAGE
-               : t.kind == GE_MEDIA_AUDIO ? GE_ITEM_AUDIO
-               : t.kind == GE_MEDIA_AV    ? GE_ITEM_VIDEO
+    int kind = t.kind == GE_MEDIA_IMAGE ? GE_KIND_IMAGE
+               : t.kind == GE_MEDIA_AUDIO ? GE_KIND_AUDIO
+               : t.kind == GE_MEDIA_AV    ? GE_KIND_VIDEO
                                           : media_ext(path);
     if (e.code)
         rec_fail(in, r, "io", "%s", e.msg);
@@ -987,7 +984,7 @@ static void parse_files(ge_in *in, ge_rec *r)
                  t.name);
     else if (kind < 0)
         rec_fail(in, r, "bad_record", "%s: not a media file", path);
-    else if (add_item(in, r, (ge_item_kind)kind, path, strlen(path), false)) {
+    else if (add_item(in, r, (ge_kind)kind, path, strlen(path), false)) {
         in->items[in->n_items - 1].by_streams = t.kind == GE_MEDIA_AV;
         r->items = in->items;
         r->n_items = in->n_items;

@@ -22,9 +22,8 @@ typedef enum { GE_IN_AUTO = 0, GE_IN_JSONL, GE_IN_LINES, GE_IN_FILES } ge_in_kin
 #define GE_IN_MAX_LINE ((size_t)64 << 20)
 
 /* One item of a record with media, in record order. */
-typedef enum { GE_ITEM_TEXT, GE_ITEM_IMAGE, GE_ITEM_AUDIO, GE_ITEM_VIDEO } ge_item_kind;
 typedef struct {
-    ge_item_kind kind;
+    ge_kind kind;
     const char *data;   /* text: its UTF-8; media: the file path (NUL-terminated), or the
                            bytes themselves when inline (base64 field or data: URI) */
     size_t len;

@@ -16,7 +16,6 @@
 #include <xxhash.h>
 
 #include "bench.h"
-#include "clock.h"
 #include "ge.h"
 #include "input.h"
 #include "msg.h"
@@ -225,7 +224,7 @@ static ge_exit print_config(const ge_opts *o)
 
 int main(int argc, char **argv)
 {
-    const double t_start = ge_cli_now();
+    const double t_start = ge_now();
     ge_opts o;
     ge_err err = {0};
 

@@ -8,7 +8,7 @@
 
 #include "ge.h"
 
-/* Exit status (PRODUCT.md section 3; --help lists them too). */
+/* Exit status (docs/product.md section 3; --help lists them too). */
 typedef enum {
     GE_EXIT_OK = 0,        /* every record embedded */
     GE_EXIT_RECORDS = 1,   /* some records failed (or --bench could not run a case) */

@@ -20,7 +20,6 @@
 #include <string.h>
 #include <time.h>
 
-#include "clock.h"
 
 enum { SLOT_EMPTY, SLOT_READ, SLOT_READY, SLOT_DONE };
 
@@ -36,35 +35,15 @@ enum { SLOT_EMPTY, SLOT_READ, SLOT_READY, SLOT_DONE };
 #define IDLE_NS 2000000L
 #define WAIT_MAX 0.02
 
-/* A record's item: a text, or a media item (an image: decoded and resized by the decode
- * stage, patched and encoded by the tower; a video: its sampled frames, each as an image; an
- * audio clip: decoded to 16 kHz mono and cut by the decode stage, encoded by the tower). */
+/* A record's item: a text, or a media item the decode stage decodes and plans and the tower
+ * encodes (the engine's ge_item_decode / ge_item_encode: per kind, modality.c). */
 typedef struct {
-    ge_item_kind kind;
+    ge_item m;         /* kind, soft-token counts, decoded pixels or samples */
     char *data;        /* text, path or inline bytes (freed once decoded) */
     size_t len;
     bool inline_bytes;
     bool by_streams;   /* a container from --input files: its streams make it video or audio */
-    uint8_t *rgb;      /* [n_frames][th][tw][3] the resized image or video frames */
-    int th, tw, n_soft; /* n_soft: per image, clip or frame */
-    int n_frames;      /* 1 for an image; a video's sampled frames */
-    double *seconds;   /* [n_frames] a video frame's timestamp */
-    float *pcm;        /* [n_pcm] the clip, 16 kHz mono */
-    int64_t n_pcm;
 } item;
-
-/* Bytes of decoded media an item holds until the tower has encoded it. */
-static size_t item_bytes(const item *it)
-{
-    return (it->rgb ? (size_t)it->n_frames * it->th * it->tw * 3 : 0) +
-           (it->pcm ? (size_t)it->n_pcm * sizeof *it->pcm : 0);
-}
-
-/* Soft-token rows an item adds to its record. */
-static size_t item_rows(const item *it)
-{
-    return it->kind == GE_ITEM_TEXT ? 0 : (size_t)it->n_soft * (size_t)it->n_frames;
-}
 
 typedef struct {
     int state;
@@ -92,6 +71,7 @@ typedef struct {
     const ge_opts *o;
     int model_dim;
     size_t max_tokens, wave_cap;
+    ge_item_opts item_opts;   /* how media items are decoded and laid out (from o) */
 
     pthread_mutex_t mu;
     pthread_cond_t cv_space, cv_read, cv_ready, cv_done;
@@ -122,8 +102,7 @@ static void slot_free(slot *s)
     free(s->id), free(s->where), free(s->err_msg), free(s->text), free(s->prefix);
     free(s->tokens), free(s->vec), free(s->rows);
     for (size_t i = 0; i < s->n_items; i++) {
-        free(s->items[i].data), free(s->items[i].rgb), free(s->items[i].pcm);
-        free(s->items[i].seconds);
+        free(s->items[i].data), ge_item_free(&s->items[i].m);
     }
     free(s->items);
     memset(s, 0, sizeof *s);
@@ -220,7 +199,7 @@ static bool fill(slot *s, const ge_rec *r, unsigned long long index)
             ok = (s->items = calloc(r->n_items, sizeof *s->items)) != NULL;
             for (size_t i = 0; ok && i < r->n_items; i++) {
                 const ge_rec_item *ri = &r->items[i];
-                s->items[i] = (item){.kind = ri->kind, .len = ri->len,
+                s->items[i] = (item){.m.kind = ri->kind, .len = ri->len,
                                      .inline_bytes = ri->inline_bytes,
                                      .by_streams = ri->by_streams};
                 ok = (s->items[i].data = dup_mem(ri->data, ri->len)) != NULL;
@@ -426,7 +405,7 @@ typedef struct {
     bool over;    /* the error is a too_long one */
 } budget;
 
-static const char *const ITEM_NAME[] = {"text", "image", "audio", "video"};
+static const char *kind_name(ge_kind k) { return ge_modality_of(k)->name; }
 
 /* The too_long error of a record with media: its tokens (at_least: the count stopped early)
  * and the blocks of its media items [0, upto). */
@@ -436,144 +415,37 @@ static ge_status media_too_long(const pipe_t *P, const slot *s, size_t upto, siz
     char what[256] = "";
     size_t at = 0;
     for (size_t i = 0; i < upto && at < sizeof what - 64; i++) {
-        const item *it = &s->items[i];
-        if (it->kind == GE_ITEM_VIDEO)
+        const ge_item *it = &s->items[i].m;
+        if (it->kind == GE_KIND_VIDEO)
             at += (size_t)snprintf(what + at, sizeof what - at, "%s%s item %zu: %d frames x %d",
-                                   at ? ", " : "; ", ITEM_NAME[it->kind], i + 1, it->n_frames,
+                                   at ? ", " : "; ", kind_name(it->kind), i + 1, it->n_frames,
                                    it->n_soft + 2);
-        else if (it->kind != GE_ITEM_TEXT)
+        else if (it->kind != GE_KIND_TEXT)
             at += (size_t)snprintf(what + at, sizeof what - at, "%s%s item %zu: %d", at ? ", " :
-                                   "; ", ITEM_NAME[it->kind], i + 1, it->n_soft + 2);
+                                   "; ", kind_name(it->kind), i + 1, it->n_soft + 2);
     }
     return ge_fail(e, GE_E_LIMIT, "too long: %s%zu tokens with the media%s; the limit is %zu "
                    "(--truncate does not cut records with media)", at_least ? "at least " : "",
                    tokens, what, P->max_tokens);
 }
 
-/* A media item of `tokens` tokens joins the record: too_long when the blocks so far are over
- * the context (--tokenize shows every count). */
-static ge_status spend(const pipe_t *P, const slot *s, size_t i, size_t tokens, budget *b,
-                       ge_err *e)
-{
-    if (P->o->tokenize || b->used + tokens <= P->max_tokens)
-        return GE_OK;
-    b->over = true;
-    return media_too_long(P, s, i + 1, b->used + tokens, true, e);
-}
-
-/* Decode and resize one image (the tower patches and encodes it). */
-static ge_status decode_image(pipe_t *P, slot *s, size_t i, budget *b, const char *bytes,
-                              size_t len, ge_err *err)
-{
-    item *it = &s->items[i];
-    ge_image img = {0};
-    ge_status st = ge_image_decode(bytes, len, NULL, &img, err);
-    if (!st)
-        st = ge_image_plan(img.h, img.w, P->o->image_tokens, &it->th, &it->tw, &it->n_soft,
-                           err);
-    if (!st)
-        st = spend(P, s, i, (size_t)it->n_soft + 2, b, err);
-    if (!st && !P->o->tokenize) { /* --tokenize needs only the counts */
-        it->rgb = malloc((size_t)it->th * it->tw * 3);
-        st = it->rgb ? ge_image_resize(img.rgb, img.h, img.w, it->rgb, it->th, it->tw, err)
-                     : ge_fail(err, GE_E_NOMEM, "out of memory");
-    }
-    it->n_frames = 1;
-    ge_image_free(&img);
-    return st;
-}
-
 typedef struct {
     const pipe_t *P;
-    slot *s;
+    const slot *s;
     size_t i;
     budget *b;
-} video_plan;
+} spend_ctx;
 
-/* ge_video_limits.check: the planned frame blocks must fit beside the media before them */
-static ge_status video_check(void *ctx, const ge_video *v, ge_err *err)
+/* ge_item_budget.spend: media item i of `tokens` tokens joins the record; too_long when the
+ * blocks so far are over the context (--tokenize shows every count), or when it is over
+ * whatever its size. */
+static ge_status spend(void *ctx, size_t tokens, bool over, ge_err *e)
 {
-    video_plan *c = ctx;
-    item *it = &c->s->items[c->i];
-    it->n_frames = v->n, it->n_soft = v->n_soft; /* for the message */
-    return spend(c->P, c->s, c->i, (size_t)v->n * ((size_t)v->n_soft + 2), c->b, err);
-}
-
-/* Decode one video's sampled frames, resized once for the whole video (docs/model.md 7); the
- * tower encodes each as an image. The plan's counts are checked against the context before
- * any frame memory exists (1,024 frames at 1,120 tokens would be 7.5 GB); --tokenize stops
- * at the plan. */
-static ge_status decode_video(pipe_t *P, slot *s, size_t i, budget *b, const char *bytes,
-                              size_t len, ge_err *err)
-{
-    item *it = &s->items[i];
-    ge_video v = {0};
-    video_plan plan = {P, s, i, b};
-    ge_video_limits lim = {.fps = P->o->video_fps, .max_frames = P->o->video_frames,
-                           .tokens = P->o->video_tokens, .check = video_check,
-                           .check_ctx = &plan, .plan_only = P->o->tokenize};
-    ge_status st = ge_video_decode(bytes, len, &lim, &v, err);
-    if (st)
-        return st;
-    it->th = v.th, it->tw = v.tw, it->n_soft = v.n_soft, it->n_frames = v.n;
-    it->seconds = v.seconds, v.seconds = NULL; /* the layout needs the timestamps */
-    if (!P->o->tokenize) /* --tokenize needs only the counts */
-        it->rgb = v.rgb, v.rgb = NULL;
-    ge_video_free(&v);
-    return GE_OK;
-}
-
-/* The most samples of a clip whose block fits in `tokens` tokens (0..cap). */
-static int64_t audio_fit(const ge_model *m, int64_t tokens, int64_t cap)
-{
-    int64_t lo = 0, hi = cap; /* the tokens grow with the samples */
-    while (lo < hi) {
-        int64_t mid = lo + (hi - lo + 1) / 2;
-        if (ge_model_audio_tokens(m, mid) <= tokens)
-            lo = mid;
-        else
-            hi = mid - 1;
-    }
-    return lo;
-}
-
-/* Decode one clip to 16 kHz mono, cut to --audio-max-seconds silently as Hugging Face's
- * feature extractor cuts it; its soft-token count comes from its length (the tower runs the
- * front end and encodes it). The decoding stops a second past what can still fit the
- * context beside the media before it, when that comes before the cut: such a clip is
- * too_long whatever follows (a clip that ends earlier gives the same samples either way). */
-static ge_status decode_audio(pipe_t *P, slot *s, size_t i, budget *b, const char *bytes,
-                              size_t len, ge_err *err)
-{
-    item *it = &s->items[i];
-    const ge_model *m = P->c->model;
-    ge_audio a = {0};
-    ge_audio_limits lim = {P->o->audio_max_seconds};
-    const int64_t cut = (int64_t)floor(lim.max_seconds * GE_AUDIO_RATE + 0.5);
-    int64_t stop = cut;
-    if (!P->o->tokenize) {
-        size_t room = b->used + 2 < P->max_tokens ? P->max_tokens - b->used - 2 : 0;
-        int64_t fit = audio_fit(m, (int64_t)room, cut);
-        if (fit < cut - GE_AUDIO_RATE)
-            stop = fit + GE_AUDIO_RATE, lim.max_seconds = (double)stop / GE_AUDIO_RATE;
-    }
-    ge_status st = ge_audio_decode(bytes, len, &lim, &a, err);
-    if (st)
-        return st;
-    if (!(st = ge_model_audio_check(m, a.n, err))) { /* no empty audio block */
-        it->n_soft = (int)ge_model_audio_tokens(m, a.n); /* <= 3600 s x 25 */
-        it->n_frames = 1;
-        if (stop < cut && a.truncated) { /* longer than stop: over, whatever its length */
-            b->over = true;
-            st = media_too_long(P, s, i + 1, b->used + (size_t)it->n_soft + 2, true, err);
-        } else {
-            st = spend(P, s, i, (size_t)it->n_soft + 2, b, err);
-        }
-        if (!st && !P->o->tokenize) /* --tokenize needs only the count */
-            it->pcm = a.pcm, it->n_pcm = a.n, a.pcm = NULL;
-    }
-    ge_audio_free(&a);
-    return st;
+    spend_ctx *c = ctx;
+    if (!over && (c->P->o->tokenize || c->b->used + tokens <= c->P->max_tokens))
+        return GE_OK;
+    c->b->over = true;
+    return media_too_long(c->P, c->s, c->i + 1, c->b->used + tokens, true, e);
 }
 
 /* Decode one image, audio or video item from its file or inline bytes. */
@@ -585,36 +457,16 @@ static ge_status decode_media(pipe_t *P, slot *s, size_t i, budget *b, ge_err *e
     ge_status st = GE_OK;
     if (!it->inline_bytes && (st = read_file(it->data, MEDIA_FILE_MAX, &file, &len, err)))
         return st;
-    const char *bytes = file ? file : it->data;
-    int video, audio;
-    if (it->by_streams && !ge_media_streams(bytes, len, &video, &audio, NULL) && !video &&
-        audio)
-        it->kind = GE_ITEM_AUDIO; /* sound alone (else the video decoder says what is wrong) */
-    st = it->kind == GE_ITEM_IMAGE   ? decode_image(P, s, i, b, bytes, len, err)
-         : it->kind == GE_ITEM_AUDIO ? decode_audio(P, s, i, b, bytes, len, err)
-                                     : decode_video(P, s, i, b, bytes, len, err);
+    spend_ctx ctx = {P, s, i, b};
+    const ge_item_budget ib = {
+        P->o->tokenize ? SIZE_MAX : b->used < P->max_tokens ? P->max_tokens - b->used : 0,
+        spend, &ctx};
+    st = ge_item_decode(P->c->model, &it->m, file ? file : it->data, len, it->by_streams,
+                        &P->item_opts, &ib, err);
     free(file);
     free(it->data);
     it->data = NULL;
     return st;
-}
-
-/* A video's parts: each frame's block, with --video-timestamps after "MM:SS " (frames
- * joined by " ", docs/model.md 2.3); the timestamp texts go into ts (room for 8 bytes a frame). */
-static size_t video_parts(const pipe_t *P, const item *it, ge_part *parts, char *ts)
-{
-    size_t n = 0;
-    for (int f = 0; f < it->n_frames; f++) {
-        if (P->o->cfg.v[GE_CFG_VIDEO_TIMESTAMPS]) {
-            const long s = (long)it->seconds[f];
-            int len = snprintf(ts, 9, "%s%02ld:%02ld ", f ? " " : "", s / 60, s % 60);
-            len = len > 8 ? 8 : len; /* over 99 minutes: "MMM:SS" is cut, never past ts */
-            parts[n++] = (ge_part){GE_PART_TEXT, ts, (size_t)len, 0};
-            ts += 9;
-        }
-        parts[n++] = (ge_part){GE_PART_VIDEO_FRAME, NULL, 0, it->n_soft};
-    }
-    return n;
 }
 
 /* A record with media: decode its images, clips and videos, then tokenize texts and media
@@ -626,26 +478,24 @@ static void decode_record(pipe_t *P, slot *s, ge_tokens *toks)
     budget b = {.used = 2}; /* <bos> and <eos>, in every sequence */
     for (size_t i = 0; !st && i < s->n_items; i++) {
         item *it = &s->items[i];
-        static const char *const needs[] = {
-            [GE_ITEM_IMAGE] = "images need a vision tower", [GE_ITEM_AUDIO] =
-            "audio needs an audio tower", [GE_ITEM_VIDEO] = "video needs a vision tower"};
-        if (it->kind == GE_ITEM_TEXT)
+        if (it->m.kind == GE_KIND_TEXT)
             continue;
         char name[300] = "inline data";
         if (!it->inline_bytes)
             snprintf(name, sizeof name, "%s", it->data);
         st = P->o->n_mmproj ? decode_media(P, s, i, &b, &e)
-                            : ge_fail(&e, GE_E_UNSUPPORTED, "%s: give --mmproj", needs[it->kind]);
+                            : ge_fail(&e, GE_E_UNSUPPORTED, "%s: give --mmproj",
+                                    ge_modality_of(it->m.kind)->tower);
         if (st && !b.over) /* too_long names every item */
-            ge_err_prefix(&e, "%s item %zu (%s)", ITEM_NAME[it->kind], i + 1, name);
-        b.used += item_rows(it) + 2 * (size_t)it->n_frames;
+            ge_err_prefix(&e, "%s item %zu (%s)", kind_name(it->m.kind), i + 1, name);
+        b.used += ge_item_rows(&it->m) + 2 * (size_t)it->m.n_frames;
     }
     /* the parts: a video gives one per frame (two with timestamps) */
     size_t n_parts = 0, n_ts = 0;
     for (size_t i = 0; !st && i < s->n_items; i++) {
-        const item *it = &s->items[i];
-        n_parts += it->kind == GE_ITEM_VIDEO ? (size_t)it->n_frames * 2 : 1;
-        n_ts += it->kind == GE_ITEM_VIDEO ? (size_t)it->n_frames : 0;
+        const ge_item *it = &s->items[i].m;
+        n_parts += it->kind == GE_KIND_TEXT ? 1 : ge_item_parts(it, &P->item_opts, NULL, NULL);
+        n_ts += it->kind == GE_KIND_VIDEO ? (size_t)it->n_frames : 0;
     }
     ge_part *parts = st ? NULL : calloc(n_parts ? n_parts : 1, sizeof *parts);
     char *ts = st ? NULL : malloc(n_ts * 9 + 1);
@@ -654,15 +504,11 @@ static void decode_record(pipe_t *P, slot *s, ge_tokens *toks)
     size_t np = 0;
     for (size_t i = 0, t = 0; !st && i < s->n_items; i++) {
         const item *it = &s->items[i];
-        if (it->kind == GE_ITEM_VIDEO) {
-            np += video_parts(P, it, parts + np, ts + t * 9);
-            t += (size_t)it->n_frames;
+        if (it->m.kind == GE_KIND_TEXT) {
+            parts[np++] = (ge_part){GE_KIND_TEXT, it->data, it->len, 0};
         } else {
-            parts[np++] = (ge_part){it->kind == GE_ITEM_TEXT    ? GE_PART_TEXT
-                                    : it->kind == GE_ITEM_IMAGE ? GE_PART_IMAGE
-                                                                : GE_PART_AUDIO,
-                                    it->kind == GE_ITEM_TEXT ? it->data : NULL,
-                                    it->kind == GE_ITEM_TEXT ? it->len : 0, it->n_soft};
+            np += ge_item_parts(&it->m, &P->item_opts, parts + np, ts + t * 9);
+            t += it->m.kind == GE_KIND_VIDEO ? (size_t)it->m.n_frames : 0;
         }
     }
     const char *prefix = s->prefix ? s->prefix : P->c->prefix;
@@ -687,9 +533,9 @@ static void decode_record(pipe_t *P, slot *s, ge_tokens *toks)
     if (st)
         fail_record(s, code ? code : ge_status_name(st), e.msg);
     for (size_t i = 0; i < s->n_items; i++) { /* texts and timestamps are in the tokens now */
-        if (s->items[i].kind == GE_ITEM_TEXT)
+        if (s->items[i].m.kind == GE_KIND_TEXT)
             free(s->items[i].data), s->items[i].data = NULL;
-        free(s->items[i].seconds), s->items[i].seconds = NULL;
+        free(s->items[i].m.seconds), s->items[i].m.seconds = NULL;
     }
 }
 
@@ -722,7 +568,7 @@ static void *worker_main(void *v)
             }
             decode_record(P, s, &toks);
             for (size_t i = 0; i < s->n_items; i++) {
-                size_t b = item_bytes(&s->items[i]);
+                size_t b = ge_item_bytes(&s->items[i].m);
                 s->bytes += b, grown += b;
             }
         }
@@ -786,22 +632,6 @@ static void embed_wave(pipe_t *P, const job *w, size_t n, const int32_t **ids, s
     }
 }
 
-/* Patch one resized image (or video frame) rgb [th][tw][3] and encode it into rows. */
-static ge_status encode_image(pipe_t *P, const uint8_t *rgb, int th, int tw, float *rows,
-                              ge_err *e)
-{
-    const int pw = tw / GE_IMAGE_PATCH, ph = th / GE_IMAGE_PATCH;
-    const size_t np = (size_t)pw * ph;
-    float *patches = malloc(np * GE_IMAGE_PATCH_DIM * sizeof *patches);
-    int32_t *pos = malloc(np * 2 * sizeof *pos);
-    ge_status st = patches && pos ? ge_image_patchify(rgb, th, tw, patches, pos, e)
-                                  : ge_fail(e, GE_E_NOMEM, "out of memory");
-    if (!st)
-        st = ge_model_encode_image(P->c->model, patches, pos, pw, ph, rows, e);
-    free(patches), free(pos);
-    return st;
-}
-
 /* The soft tokens of a record's images, clips and video frames, in sequence order, into
  * s->rows (an error makes it an error record). */
 static void encode_media(pipe_t *P, slot *s)
@@ -810,28 +640,20 @@ static void encode_media(pipe_t *P, slot *s)
     const int H = ge_model_hidden(P->c->model);
     size_t total = 0;
     for (size_t i = 0; i < s->n_items; i++)
-        total += s->items[i].rgb || s->items[i].pcm ? item_rows(&s->items[i]) : 0;
+        total += s->items[i].m.rgb || s->items[i].m.pcm ? ge_item_rows(&s->items[i].m) : 0;
     ge_status st = (s->rows = malloc(total * H * sizeof *s->rows)) || !total
                        ? GE_OK : ge_fail(&e, GE_E_NOMEM, "out of memory");
     for (size_t i = 0, at_row = 0; !st && i < s->n_items; i++) {
-        item *it = &s->items[i];
+        ge_item *it = &s->items[i].m;
         if (!it->rgb && !it->pcm)
             continue;
-        float *rows = s->rows + at_row * H;
-        const size_t frame = (size_t)it->th * it->tw * 3;
-        if (it->pcm)
-            st = ge_model_encode_audio(P->c->model, it->pcm, it->n_pcm, rows, &e);
-        int f = 0;
-        for (; it->rgb && !st && f < it->n_frames; f++)
-            st = encode_image(P, it->rgb + f * frame, it->th, it->tw,
-                              rows + (size_t)f * it->n_soft * H, &e);
-        if (st && it->kind == GE_ITEM_VIDEO)
-            ge_err_prefix(&e, "video item %zu (frame %d of %d)", i + 1, f, it->n_frames);
+        int frame;
+        st = ge_item_encode(P->c->model, it, s->rows + at_row * H, &frame, &e);
+        if (st && it->kind == GE_KIND_VIDEO)
+            ge_err_prefix(&e, "video item %zu (frame %d of %d)", i + 1, frame, it->n_frames);
         else if (st)
-            ge_err_prefix(&e, "%s item %zu", ITEM_NAME[it->kind], i + 1);
-        free(it->rgb), free(it->pcm);
-        it->rgb = NULL, it->pcm = NULL;
-        at_row += item_rows(it);
+            ge_err_prefix(&e, "%s item %zu", kind_name(it->kind), i + 1);
+        at_row += ge_item_rows(it);
     }
     s->n_rows = total;
     if (st)
@@ -993,9 +815,9 @@ static void *tower_main(void *v)
         if (!ready)
             t_first = 0;
         else if (t_first == 0)
-            t_first = ge_cli_now();
+            t_first = ge_now();
         if (!ready || (ready < WINDOW_RECORDS && P->ready_tokens < window_tokens && !all_in &&
-                       ge_cli_now() - t_first < WAIT_MAX)) {
+                       ge_now() - t_first < WAIT_MAX)) {
             struct timespec ts;
             deadline_in(&ts, IDLE_NS);
             unsigned long long before = scan;
@@ -1043,7 +865,7 @@ static void progress(pipe_t *P, bool final)
 {
     if (!P->c->progress)
         return;
-    double t = ge_cli_now();
+    double t = ge_now();
     if (!final && t - P->p_last < 0.5)
         return;
     P->p_last = t;
@@ -1163,14 +985,14 @@ ge_status ge_pipe_check_options(const ge_opts *o, const ge_model *m, ge_err *err
 {
     /* the tokens around a clip's soft tokens, as the tokenizer lays a record out */
     ge_tokens t = {0};
-    const ge_part one = {GE_PART_AUDIO, NULL, 0, 1};
+    const ge_part one = {GE_KIND_AUDIO, NULL, 0, 1};
     ge_status st = ge_tokenize_parts(m, NULL, &one, 1, &t, NULL);
     size_t around = t.n - 1, max = (size_t)ge_model_max_tokens(m);
     ge_tokens_free(&t);
     if (st || around >= max) /* no audio tokens in this vocabulary: audio records fail anyway */
         return GE_OK;
     const int64_t cap = (int64_t)(GE_AUDIO_SECONDS_CAP * GE_AUDIO_RATE);
-    const int64_t fit = audio_fit(m, (int64_t)(max - around), cap);
+    const int64_t fit = ge_model_audio_fit(m, (int64_t)(max - around), cap);
     const int64_t want = (int64_t)floor(o->audio_max_seconds * GE_AUDIO_RATE + 0.5);
     /* the default is nobody's choice: on a model with a short context, clips too long for it
      * are too_long records */
@@ -1195,11 +1017,18 @@ ge_exit ge_pipeline_run(const ge_pipe_cfg *c, ge_pipe_result *res)
     P->o = c->o;
     P->model_dim = ge_model_dim(c->model);
     P->max_tokens = (size_t)ge_model_max_tokens(c->model);
+    P->item_opts = (ge_item_opts){
+        .image_tokens = P->o->image_tokens,
+        .audio_max_seconds = P->o->audio_max_seconds,
+        .video = {.fps = P->o->video_fps, .max_frames = P->o->video_frames,
+                  .tokens = P->o->video_tokens},
+        .counts_only = P->o->tokenize,
+        .timestamps = P->o->cfg.v[GE_CFG_VIDEO_TIMESTAMPS]};
     long wave = P->o->cfg.v[GE_CFG_WAVE_TOKENS];
     P->wave_cap = wave > 0 ? (size_t)wave : 1;
     P->reader = pthread_self();
     ge_in_set_interrupt(c->in, stopping_cb, P);
-    P->p_t0 = P->p_last = ge_cli_now();
+    P->p_t0 = P->p_last = ge_now();
     pthread_mutex_init(&P->mu, NULL);
     pthread_condattr_t ca;
     pthread_condattr_init(&ca);

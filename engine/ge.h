@@ -405,6 +405,31 @@ const char *ge_prompt_find(const char *name);
 /* NULL-terminated list of the canonical prompt names, for --help. */
 const char *const *ge_prompt_names(void);
 
+/* ---- modalities (modality.c): one row per kind of record item ----------------------------- */
+
+typedef enum { GE_KIND_TEXT, GE_KIND_IMAGE, GE_KIND_AUDIO, GE_KIND_VIDEO, GE_KIND_COUNT } ge_kind;
+
+/* How a kind of item enters the token sequence (docs/model.md 2.3-2.4): a media item is one block,
+ * open + soft x n_soft + close, per image, clip or video frame. */
+typedef struct {
+    const char *name;   /* "image": its record key and content item type */
+    const char *plural; /* "images" */
+    const char *soft;   /* the soft token's placeholder piece ("<|image|>"); NULL for text */
+    const char *open, *close; /* the pieces around a block */
+    const char *tower;  /* what an item needs without --mmproj ("images need a vision tower") */
+    int budget;         /* default soft tokens per image or frame (0: set by the clip's length) */
+} ge_modality;
+const ge_modality *ge_modality_of(ge_kind kind); /* kind < GE_KIND_COUNT */
+
+/* Soft-token budgets an image or a video frame may take (the Gemma 4 image processor's
+ * max_soft_tokens), and the image default (a video frame's is GE_VIDEO_TOKENS): ge_budget(i)
+ * for i = 0, 1, ... until it returns 0; ge_budget_list writes them joined by sep. */
+#define GE_BUDGETS "70|140|280|560|1120"
+#define GE_IMAGE_TOKENS 280
+int ge_budget(int i);
+bool ge_budget_valid(int n);
+const char *ge_budget_list(const char *sep, char *buf, size_t n);
+
 /* ---- tokenizer ------------------------------------------------------------------------- */
 
 typedef struct {
@@ -418,11 +443,11 @@ typedef struct {
  * with out unchanged. Appends to out (which starts zeroed or cleared with out->n = 0). */
 ge_status ge_tokenize(const ge_model *m, const char *prefix, const char *text, size_t len,
                       ge_tokens *out, ge_err *err);
-/* One part of a record with media, in order: a text, or a media item of n_soft soft tokens. */
-typedef enum { GE_PART_TEXT, GE_PART_IMAGE, GE_PART_AUDIO, GE_PART_VIDEO_FRAME } ge_part_kind;
+/* One part of a record with media, in order: a text, or a media block of n_soft soft tokens
+ * (GE_KIND_VIDEO: one frame of a video). */
 typedef struct {
-    ge_part_kind kind;
-    const char *text; /* GE_PART_TEXT: UTF-8 */
+    ge_kind kind;
+    const char *text; /* GE_KIND_TEXT: UTF-8 */
     size_t len;
     int n_soft;       /* media: its soft-token count */
 } ge_part;
@@ -495,6 +520,8 @@ ge_status ge_model_audio_features(ge_model *m, const float *pcm, int64_t n, floa
  * is too short for one valid frame (officially under 161 samples, about 10 ms): such a clip
  * is an error record, not an empty audio block. */
 int64_t ge_model_audio_tokens(const ge_model *m, int64_t n);
+/* The most samples (0..cap) of a clip whose soft tokens fit in `tokens`. */
+int64_t ge_model_audio_fit(const ge_model *m, int64_t tokens, int64_t cap);
 /* GE_OK when a clip of n samples gives at least one soft token, else GE_E_INPUT "too short"
  * naming the shortest clip that would (under the model's --semantics). */
 ge_status ge_model_audio_check(const ge_model *m, int64_t n, ge_err *err);
@@ -552,6 +579,58 @@ ge_status ge_model_file_types(const ge_model *m, const char *path, ge_weight_typ
 /* The kernel tier in use and the pool size. */
 const char *ge_model_tier(const ge_model *m);
 int ge_model_threads(const ge_model *m);
+
+/* ---- media items (item.c): decode and plan, lay out, encode ------------------------------
+ * A record's image, audio clip or video, in the three steps a pipeline runs on it: decode
+ * (bytes to pixels or samples, sized for its soft-token count, checked against the context
+ * before the big buffers exist), its parts for ge_tokenize_parts, and the tower's rows. */
+
+typedef struct {
+    ge_kind kind;
+    int n_soft;        /* soft tokens per block (image, clip or frame) */
+    int n_frames;      /* blocks: a video's sampled frames, else 1 */
+    int th, tw;        /* image, frames: the size they were resized to */
+    uint8_t *rgb;      /* [n_frames][th][tw][3] (NULL with counts_only) */
+    float *pcm;        /* [n_pcm] the clip, 16 kHz mono (NULL with counts_only) */
+    int64_t n_pcm;
+    double *seconds;   /* [n_frames] a video frame's timestamp */
+} ge_item;
+
+typedef struct {
+    int image_tokens;         /* soft-token budget per image (ge_budget_valid) */
+    double audio_max_seconds; /* a clip is cut there, as Hugging Face's extractor cuts it */
+    ge_video_limits video;    /* sampling and budget per frame (check, plan_only: set here) */
+    bool counts_only;         /* plan the counts, keep no pixels or samples (--tokenize) */
+    bool timestamps;          /* video: "MM:SS " before each frame's block */
+} ge_item_opts;
+
+/* The caller's context check, called once an item's size is known (a video: before any
+ * frame memory exists) with its tokens (blocks and their pieces); it returns GE_OK or the
+ * error that fails the item. over: the item cannot fit whatever its size (a clip cut short
+ * at the room below). room: tokens the item may still take; SIZE_MAX for no limit. */
+typedef struct {
+    size_t room;
+    ge_status (*spend)(void *ctx, size_t tokens, bool over, ge_err *err);
+    void *ctx;
+} ge_item_budget;
+
+/* Decode bytes[0..len) as an item of it->kind (image, audio or video), resize or cut it and
+ * count its soft tokens (the model's audio front end sets a clip's). by_streams: a container
+ * whose kind comes from its streams (a video item with only sound becomes an audio item).
+ * On error the item holds what was counted (for the caller's message) and no buffers. */
+ge_status ge_item_decode(const ge_model *m, ge_item *it, const void *bytes, size_t len,
+                         bool by_streams, const ge_item_opts *o, const ge_item_budget *b,
+                         ge_err *err);
+/* The item's parts for ge_tokenize_parts, written to parts (room for ge_item_parts(it, o,
+ * NULL, NULL)) with their timestamp texts in ts (9 bytes a frame); returns how many. */
+size_t ge_item_parts(const ge_item *it, const ge_item_opts *o, ge_part *parts, char *ts);
+size_t ge_item_rows(const ge_item *it);  /* soft-token rows it adds to the record */
+size_t ge_item_bytes(const ge_item *it); /* bytes of pixels and samples it holds */
+/* Its soft tokens through the towers into rows [ge_item_rows][ge_model_hidden]; on an error
+ * *frame gets the 1-based frame of a video that failed (else 0). Frees the pixels and
+ * samples (the item keeps its counts). */
+ge_status ge_item_encode(ge_model *m, ge_item *it, float *rows, int *frame, ge_err *err);
+void ge_item_free(ge_item *it); /* buffers freed, counts kept; accepts NULL */
 
 /* Matryoshka: keep the first dim entries of an embedding and L2-normalise them again. */
 void ge_matryoshka(float *v, int dim);

@@ -533,9 +533,10 @@ ge_status ge_image_decode(const void *bytes, size_t len, const ge_image_limits *
 
 ge_status ge_image_plan(int h, int w, int budget, int *th, int *tw, int *n_tokens, ge_err *err)
 {
-    if (budget != 70 && budget != 140 && budget != 280 && budget != 560 && budget != 1120)
-        return ge_fail(err, GE_E_USAGE,
-                       "image token budget %d: must be one of 70, 140, 280, 560, 1120", budget);
+    char list[64];
+    if (!ge_budget_valid(budget))
+        return ge_fail(err, GE_E_USAGE, "image token budget %d: must be one of %s", budget,
+                       ge_budget_list(", ", list, sizeof list));
     if (h < 1 || w < 1)
         return ge_fail(err, GE_E_USAGE, "image size %dx%d: must be at least 1x1", w, h);
     const int side = 48;                            /* patch 16 x pooling 3 */

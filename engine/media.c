@@ -150,6 +150,19 @@ int64_t ge_model_audio_tokens(const ge_model *m, int64_t n)
     return (valid + 3) / 4;
 }
 
+int64_t ge_model_audio_fit(const ge_model *m, int64_t tokens, int64_t cap)
+{
+    int64_t lo = 0, hi = cap; /* the tokens grow with the samples */
+    while (lo < hi) {
+        int64_t mid = lo + (hi - lo + 1) / 2;
+        if (ge_model_audio_tokens(m, mid) <= tokens)
+            lo = mid;
+        else
+            hi = mid - 1;
+    }
+    return lo;
+}
+
 ge_status ge_model_audio_check(const ge_model *m, int64_t n, ge_err *err)
 {
     if (ge_model_audio_tokens(m, n) > 0)

@@ -74,7 +74,7 @@ struct ge_model {
 };
 
 /* Bind the text model of the GGUF at path (hyperparameters, tokenizer, every tensor, with
- * the checks GGUF.md 3 lists); ge_text_free releases what it bound, also after a failure. */
+ * the checks docs/gguf.md 3 lists); ge_text_free releases what it bound, also after a failure. */
 ge_status ge_text_bind(ge_model *m, const char *path, ge_err *err);
 void ge_text_free(ge_model *m);
 

@@ -59,13 +59,6 @@ ge_status ge_tokenize(const ge_model *m, const char *prefix, const char *text, s
                    "a text record cannot hold media placeholders", ph);
 }
 
-/* Placeholder, opening and closing pieces of each media kind (docs/model.md 2.3). */
-static const char *const BLOCK[][3] = {
-    [GE_PART_IMAGE] = {"<|image|>", "<|image>", "<image|>"},
-    [GE_PART_AUDIO] = {"<|audio|>", "<|audio>", "<audio|>"},
-    [GE_PART_VIDEO_FRAME] = {"<|video|>", "<|image>", "<image|>"},
-};
-
 static ge_status push_id(ge_tokens *t, int32_t id, ge_err *err)
 {
     if (t->n == t->cap) {
@@ -85,14 +78,16 @@ ge_status ge_tokenize_parts(const ge_model *m, const char *prefix, const ge_part
     /* one string: the prefix, the texts, and one placeholder piece per media item */
     size_t len = prefix ? strlen(prefix) : 0, at = 0;
     for (size_t i = 0; i < n; i++) {
-        if (parts[i].kind == GE_PART_TEXT) {
-            for (int k = GE_PART_IMAGE; k <= GE_PART_VIDEO_FRAME; k++)
-                if (memmem(parts[i].text, parts[i].len, BLOCK[k][0], strlen(BLOCK[k][0])))
+        if (parts[i].kind == GE_KIND_TEXT) {
+            for (int k = GE_KIND_TEXT + 1; k < GE_KIND_COUNT; k++) {
+                const char *soft = ge_modality_of((ge_kind)k)->soft;
+                if (memmem(parts[i].text, parts[i].len, soft, strlen(soft)))
                     return ge_fail(err, GE_E_INPUT, "text part %zu contains the media "
-                                   "placeholder %s", i + 1, BLOCK[k][0]);
+                                   "placeholder %s", i + 1, soft);
+            }
             len += parts[i].len;
         } else {
-            len += strlen(BLOCK[parts[i].kind][0]);
+            len += strlen(ge_modality_of(parts[i].kind)->soft);
         }
     }
     char *s = malloc(len + 1);
@@ -102,8 +97,9 @@ ge_status ge_tokenize_parts(const ge_model *m, const char *prefix, const ge_part
     if (prefix)
         memcpy(s, prefix, strlen(prefix)), at = strlen(prefix);
     for (size_t i = 0; i < n; i++) {
-        const char *p = parts[i].kind == GE_PART_TEXT ? parts[i].text : BLOCK[parts[i].kind][0];
-        size_t pl = parts[i].kind == GE_PART_TEXT ? parts[i].len : strlen(p);
+        const char *p = parts[i].kind == GE_KIND_TEXT ? parts[i].text
+                                                      : ge_modality_of(parts[i].kind)->soft;
+        size_t pl = parts[i].kind == GE_KIND_TEXT ? parts[i].len : strlen(p);
         memcpy(s + at, p, pl);
         at += pl;
     }
@@ -116,26 +112,27 @@ ge_status ge_tokenize_parts(const ge_model *m, const char *prefix, const ge_part
             st = push_id(out, mid.ids[i], err);
             continue;
         }
-        while (next < n && parts[next].kind == GE_PART_TEXT)
+        while (next < n && parts[next].kind == GE_KIND_TEXT)
             next++;
         if (next == n) { /* cannot happen: the texts hold no placeholder */
             st = ge_fail(err, GE_E_INTERNAL, "more placeholders than media items");
             break;
         }
-        const ge_part *p = &parts[next++];
+        const ge_modality *md = ge_modality_of(parts[next++].kind);
+        const int n_soft = parts[next - 1].n_soft;
+        const char *const block[3] = {md->soft, md->open, md->close};
         int32_t ids[3];
         for (int k = 0; k < 3; k++)
-            if ((ids[k] = ge_tok_find(m->tok, BLOCK[p->kind][k], strlen(BLOCK[p->kind][k]))) < 0)
-                st = ge_fail(err, GE_E_UNSUPPORTED, "the vocabulary has no %s token",
-                             BLOCK[p->kind][k]);
+            if ((ids[k] = ge_tok_find(m->tok, block[k], strlen(block[k]))) < 0)
+                st = ge_fail(err, GE_E_UNSUPPORTED, "the vocabulary has no %s token", block[k]);
         if (!st)
             st = push_id(out, ids[1], err);
-        for (int k = 0; !st && k < p->n_soft; k++)
+        for (int k = 0; !st && k < n_soft; k++)
             st = push_id(out, ids[0], err);
         if (!st)
             st = push_id(out, ids[2], err);
     }
-    while (!st && next < n && parts[next].kind == GE_PART_TEXT)
+    while (!st && next < n && parts[next].kind == GE_KIND_TEXT)
         next++;
     if (!st && next < n) /* special pieces are split out before BPE: cannot happen */
         st = ge_fail(err, GE_E_INTERNAL, "fewer placeholders than media items");

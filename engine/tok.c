@@ -66,13 +66,12 @@ struct ge_tok {
     size_t join_cap, join_n;
     bool split_words;
     int32_t unk_first, unk_last; /* first and last characters of the <unk> piece */
-    int32_t media[3];      /* <|image|>, <|audio|>, <|video|> ids, -1 when absent */
+    int32_t media[GE_KIND_COUNT]; /* soft-token placeholder ids (<|image|>, ...) by kind, -1
+                                     when absent or text */
     int32_t bos, eos, unk;
     bool add_bos, add_eos;
     size_t longest;        /* bytes of the longest piece */
 };
-
-static const char *const MEDIA_PIECES[3] = {"<|image|>", "<|audio|>", "<|video|>"};
 
 /* ---- hashing ------------------------------------------------------------------------------ */
 
@@ -575,8 +574,10 @@ ge_status ge_tok_create(ge_tok **out, const ge_gguf *g, ge_err *err)
         snprintf(hex, sizeof hex, "<0x%02X>", b);
         t->byte_id[b] = ge_tok_find(t, hex, 6);
     }
-    for (int k = 0; k < 3; k++)
-        t->media[k] = ge_tok_find(t, MEDIA_PIECES[k], strlen(MEDIA_PIECES[k]));
+    for (int k = 0; k < GE_KIND_COUNT; k++) {
+        const char *soft = ge_modality_of((ge_kind)k)->soft;
+        t->media[k] = soft ? ge_tok_find(t, soft, strlen(soft)) : -1;
+    }
     bool bos = true, eos = false;
     if ((st = special_id(g, t, "tokenizer.ggml.bos_token_id", 2, &t->bos, err)) ||
         (st = special_id(g, t, "tokenizer.ggml.eos_token_id", 1, &t->eos, err)) ||
@@ -920,10 +921,10 @@ ge_status ge_tok_encode(const ge_tok *t, const char *text, size_t len, bool add_
 size_t ge_tok_find_placeholder(const ge_tok *t, const int32_t *ids, size_t n, const char **piece)
 {
     for (size_t i = 0; i < n; i++)
-        for (int k = 0; k < 3; k++)
+        for (int k = 0; k < GE_KIND_COUNT; k++)
             if (t->media[k] >= 0 && ids[i] == t->media[k]) {
                 if (piece)
-                    *piece = MEDIA_PIECES[k];
+                    *piece = ge_modality_of((ge_kind)k)->soft;
                 return i;
             }
     return n;

@@ -229,8 +229,8 @@ int main(int argc, char **argv)
         ge_tokenize(m, NULL, " of a cat", 9, &piece, &err);
         want.ids = realloc(want.ids, (want.n + piece.n) * 4);
         memcpy(want.ids + want.n, piece.ids + 1, (piece.n - 1) * 4), want.n += piece.n - 1;
-        ge_part parts[] = {{GE_PART_TEXT, "a photo", 7, 0}, {GE_PART_IMAGE, NULL, 0, 4},
-                           {GE_PART_TEXT, " of a cat", 9, 0}};
+        ge_part parts[] = {{GE_KIND_TEXT, "a photo", 7, 0}, {GE_KIND_IMAGE, NULL, 0, 4},
+                           {GE_KIND_TEXT, " of a cat", 9, 0}};
         ge_status st2 = ge_tokenize_parts(m, "query: ", parts, 3, &got, &err);
         check(st2 == GE_OK && got.n == want.n && !memcmp(got.ids, want.ids, want.n * 4),
               "parts: prompt and texts around the image block, in order", "%s n %zu/%zu",

@@ -72,7 +72,7 @@ static void check_record(const ge_rec *r, unsigned long long n)
     for (size_t i = 0; i < r->n_items; i++) {
         const ge_rec_item *it = &r->items[i];
         must(it->data != NULL, "item data", r);
-        if (it->kind == GE_ITEM_TEXT)
+        if (it->kind == GE_KIND_TEXT)
             must(ge_utf8_check(it->data, it->len) == it->len, "item text is valid UTF-8", r);
         else
             must(it->len > 0 && (it->inline_bytes || strlen(it->data) == it->len),
