@@ -390,10 +390,10 @@ ge_status ge_opts_parse(int argc, char **argv, ge_opts *o, ge_err *err)
 void ge_opts_help(FILE *f)
 {
     fputs("Usage: gemmaembed -m MODEL [options] [FILE...]\n"
-          "Embed text, image and audio records with EmbeddingGemma 2. Reads FILEs (gzip or\n"
-          "plain; '-' or no FILE = stdin): JSONL records {\"id\": ..., \"text\": ...}\n"
-          "(\"image\": PATH, \"audio\": PATH, \"content\": [items] with --mmproj), one text\n"
-          "per line, or one image or audio path per line.\n"
+          "Embed text, image, audio and video records with EmbeddingGemma 2. Reads FILEs (gzip\n"
+          "or plain; '-' or no FILE = stdin): JSONL records {\"id\": ..., \"text\": ...}\n"
+          "(\"image\", \"audio\", \"video\": PATH, \"content\": [items] with --mmproj), one\n"
+          "text per line, or one media path per line (--input files).\n"
           "SIGINT/SIGTERM stop cleanly and print the command that continues (--resume).\n"
           "\nOptions:\n",
           f);
