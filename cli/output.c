@@ -823,25 +823,46 @@ static void fp_output_fields(ge_out *o)
 }
 
 /* A fresh start of a stateful output: the state (nothing done yet, and what writes it) is on
- * disk before any output is truncated, so that a kill in between resumes from zero. */
+ * disk before any output is truncated, so that a kill in between resumes from zero. It is
+ * written whole to a new file first and renamed over the old one: a kill while it is written
+ * leaves the old state, never a torn one that no later --resume could read. */
 static ge_status state_create(ge_out *o, ge_err *err)
 {
-    bool odd;
-    o->state_fd = open_regular(o->state_name, O_RDWR | O_CREAT, &odd);
-    if (o->state_fd < 0)
-        return ge_fail(err, odd ? GE_E_USAGE : GE_E_IO, "%s: %s", o->state_name,
-                       odd ? "not a regular file: it cannot hold the resume state" :
-                       strerror(errno));
+    struct stat sb;
+    if (stat(o->state_name, &sb) == 0 && !S_ISREG(sb.st_mode))
+        return ge_fail(err, GE_E_USAGE, "%s: not a regular file: it cannot hold the resume "
+                       "state", o->state_name);
+    size_t n = strlen(o->state_name) + sizeof ".XXXXXX";
+    char *tmp = malloc(n);
+    if (!tmp)
+        return ge_fail(err, GE_E_NOMEM, "out of memory");
+    snprintf(tmp, n, "%s.XXXXXX", o->state_name);
+    o->state_fd = mkostemp(tmp, O_CLOEXEC);
+    if (o->state_fd < 0) {
+        ge_status st = ge_fail(err, GE_E_IO, "%s: %s", o->state_name, strerror(errno));
+        free(tmp);
+        return st;
+    }
+    /* the mode a plain create would give (mkostemp makes 0600); the umask is read by setting
+     * it, before the pipeline's threads exist */
+    const mode_t mask = umask(022);
+    umask(mask);
+    fchmod(o->state_fd, 0666 & ~mask);
     char block[GE_STATE_FP_MAX + 64];
     size_t bl;
     ge_state_fp_block(&o->fp, block, &bl);
     o->last = (ge_ckpt){.seq = 1, .ids = -1, .errors = -1};
     errno = 0;
-    if (ftruncate(o->state_fd, 0) != 0 ||
-        pwrite(o->state_fd, block, bl, GE_STATE_FP_AT) != (ssize_t)bl)
-        return ge_fail(err, GE_E_IO, "%s: write failed: %s", o->state_name,
-                       strerror(errno ? errno : EIO));
-    return state_write(o, &o->last, err);
+    ge_status st = pwrite(o->state_fd, block, bl, GE_STATE_FP_AT) == (ssize_t)bl
+                       ? state_write(o, &o->last, err)
+                       : ge_fail(err, GE_E_IO, "%s: write failed: %s", o->state_name,
+                                 strerror(errno ? errno : EIO));
+    if (!st && rename(tmp, o->state_name) != 0)
+        st = ge_fail(err, GE_E_IO, "%s: %s", o->state_name, strerror(errno));
+    if (st)
+        unlink(tmp);
+    free(tmp);
+    return st;
 }
 
 /* --resume of an existing output: its state read and checked against this run's

@@ -93,6 +93,21 @@ killed_run k.f32
 same "kill -9 x20 + --resume: f32 and ids sidecar byte-identical" k.f32 ref.f32 \
     k.f32.ids.jsonl ref.f32.ids.jsonl
 
+# a kill while a run writes its resume state (strace kills it at its first pwrite, the state's
+# first block): the state is replaced whole or not at all, so --resume still works
+if command -v strace >/dev/null; then
+    "$BIN" "${M[@]}" -o sk.jsonl in.jsonl 2>/dev/null
+    (strace -f -o /dev/null -e trace=pwrite64 -e inject=pwrite64:signal=KILL:when=1 \
+        "$BIN" "${M[@]}" -o sk.jsonl in.jsonl >/dev/null 2>&1) 2>/dev/null
+    "$BIN" "${M[@]}" --resume -o sk.jsonl in.jsonl >/dev/null 2>sk.err
+    rc=$?
+    name="kill -9 while the resume state is written, then --resume: byte-identical"
+    if [ $rc -eq 0 ] && cmp -s sk.jsonl ref.jsonl; then pass "$name"
+    else fail "$name" "exit $rc: $(head -c 200 sk.err)"; fi
+else
+    fail "kill -9 while the resume state is written" "strace not found (tools/install-deps)"
+fi
+
 # ---- resume details ----------------------------------------------------------------------
 
 # a run that got 800 records to its checkpoint, then half a line more before it died (the
