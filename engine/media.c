@@ -136,8 +136,9 @@ ge_status ge_model_encode_image(ge_model *m, const float *patches, const int32_t
         return st;
     double t0 = ge_now(), y0 = m->yield_seconds;
     const ge_yield hook = {timed_yield, m};
-    st = ge_vision_encode(&m->cx, m->vision, m->cx.cfg.v[GE_CFG_MEDIA_FAST], patches, pos, pw * ph, pw,
-                          ph, rows, m->cx.cfg.v[GE_CFG_YIELD] && m->yield.fn ? &hook : NULL, err);
+    const ge_yield *y = m->cx.cfg.v[GE_CFG_YIELD] && m->yield.fn ? &hook : NULL;
+    st = ge_vision_encode(&m->cx, m->vision, m->cx.cfg.v[GE_CFG_MEDIA_FAST], patches, pos,
+                          pw * ph, pw, ph, rows, y, err);
     m->cx.stats.vision_seconds += ge_now() - t0 - (m->yield_seconds - y0);
     m->cx.stats.images++;
     return st;
@@ -197,8 +198,9 @@ ge_status ge_model_encode_audio(ge_model *m, const float *pcm, int64_t n, float 
     m->cx.stats.seconds[GE_OP_OTHER] += ge_now() - tf; /* the log-mel front end */
     m->cx.stats.calls[GE_OP_OTHER]++;
     if (!st)
-        st = ge_audio_tower_encode(&m->cx, m->audio, m->cx.cfg.v[GE_CFG_MEDIA_FAST], feat, valid, rows,
-                                   m->cx.cfg.v[GE_CFG_YIELD] && m->yield.fn ? &hook : NULL, err);
+        st = ge_audio_tower_encode(&m->cx, m->audio, m->cx.cfg.v[GE_CFG_MEDIA_FAST], feat, valid,
+                                   rows, m->cx.cfg.v[GE_CFG_YIELD] && m->yield.fn ? &hook : NULL,
+                                   err);
     free(feat);
     m->cx.stats.audio_seconds += ge_now() - t0 - (m->yield_seconds - y0);
     m->cx.stats.clips++;
