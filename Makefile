@@ -24,6 +24,22 @@ BUILD   = build/rel
 BIN     = gemmaembed
 endif
 
+# make ARCH=aarch64 [check]: cross-build with Debian's gcc-aarch64-linux-gnu into
+# build/aarch64/ (tools/install-deps --arm64 installs it, qemu-user-static and the arm64 -dev
+# packages); its tests run the binaries under qemu (EXEC), with every ARM tier qemu's "max"
+# CPU has
+ifeq ($(ARCH),aarch64)
+ifeq ($(SAN),1)
+$(error SAN=1 and ARCH=aarch64 do not combine)
+endif
+CC      = aarch64-linux-gnu-gcc
+BUILD   = build/aarch64
+BIN     = build/aarch64/gemmaembed
+EXEC    = qemu-aarch64-static -cpu max
+else ifneq ($(ARCH),)
+$(error ARCH=$(ARCH): only aarch64 is a cross target)
+endif
+
 # Kernel tiers: kernels/<family>_<tier>.c files get their tier's flags and nothing else does
 # (tests/test_isa.sh checks that no AVX instruction lives outside them).
 MACHINE := $(shell $(CC) -dumpmachine)
@@ -79,7 +95,17 @@ demo: $(BIN)
 # make test: the whole suite (what CI runs); make check: the quick loop (unit and kernel
 # tests, tiny goldens, CLI basics); make test-full: the suite and the long sweeps
 # (tests/README.md). TESTS="PATTERN ..." runs only the tests whose names contain one.
-RUN_TESTS = BIN=./$(BIN) BUILD=$(BUILD) OUT=$(BUILD)/test-out PYTHON=$(PYTHON) bash tests/run
+# (a cross build's tests see the binary through a script that runs it under EXEC)
+ifneq ($(EXEC),)
+TEST_CMD = $(BUILD)/exec-gemmaembed
+$(TEST_CMD): $(BIN)
+	printf '#!/bin/sh\nexec $(EXEC) "$$(dirname "$$0")/gemmaembed" "$$@"\n' >$@ && chmod +x $@
+tests: $(TEST_CMD)
+else
+TEST_CMD = ./$(BIN)
+endif
+RUN_TESTS = BIN=$(TEST_CMD) EXEC="$(EXEC)" BUILD=$(BUILD) OUT=$(BUILD)/test-out \
+            PYTHON=$(PYTHON) bash tests/run
 test: tests
 	@$(RUN_TESTS) $(TESTS)
 check: tests
