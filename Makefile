@@ -36,7 +36,7 @@ CC      = aarch64-linux-gnu-gcc
 BUILD   = build/aarch64
 BIN     = build/aarch64/gemmaembed
 EXEC    = qemu-aarch64-static -cpu max
-else ifneq ($(ARCH),)
+else ifeq ($(origin ARCH),command line) # (an ARCH from the environment means nothing here)
 $(error ARCH=$(ARCH): only aarch64 is a cross target)
 endif
 
