@@ -491,24 +491,22 @@ static void decode_record(pipe_t *P, slot *s, ge_tokens *toks)
         b.used += ge_item_rows(&it->m) + 2 * (size_t)it->m.n_frames;
     }
     /* the parts: a video gives one per frame (two with timestamps) */
-    size_t n_parts = 0, n_ts = 0;
+    size_t n_parts = 0;
     for (size_t i = 0; !st && i < s->n_items; i++) {
         const ge_item *it = &s->items[i].m;
         n_parts += it->kind == GE_KIND_TEXT ? 1 : ge_item_parts(it, &P->item_opts, NULL, NULL);
-        n_ts += it->kind == GE_KIND_VIDEO ? (size_t)it->n_frames : 0;
     }
     ge_part *parts = st ? NULL : calloc(n_parts ? n_parts : 1, sizeof *parts);
-    char *ts = st ? NULL : malloc(n_ts * 9 + 1);
+    char *ts = st ? NULL : malloc(n_parts * 9 + 1); /* room for a timestamp per part */
     if (!st && (!parts || !ts))
         st = ge_fail(&e, GE_E_NOMEM, "out of memory");
     size_t np = 0;
-    for (size_t i = 0, t = 0; !st && i < s->n_items; i++) {
+    for (size_t i = 0; !st && i < s->n_items; i++) {
         const item *it = &s->items[i];
         if (it->m.kind == GE_KIND_TEXT) {
             parts[np++] = (ge_part){GE_KIND_TEXT, it->data, it->len, 0};
         } else {
-            np += ge_item_parts(&it->m, &P->item_opts, parts + np, ts + t * 9);
-            t += it->m.kind == GE_KIND_VIDEO ? (size_t)it->m.n_frames : 0;
+            np += ge_item_parts(&it->m, &P->item_opts, parts + np, ts + 9 * np);
         }
     }
     const char *prefix = s->prefix ? s->prefix : P->c->prefix;

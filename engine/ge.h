@@ -622,7 +622,8 @@ ge_status ge_item_decode(const ge_model *m, ge_item *it, const void *bytes, size
                          bool by_streams, const ge_item_opts *o, const ge_item_budget *b,
                          ge_err *err);
 /* The item's parts for ge_tokenize_parts, written to parts (room for ge_item_parts(it, o,
- * NULL, NULL)) with their timestamp texts in ts (9 bytes a frame); returns how many. */
+ * NULL, NULL)) with the text of a timestamp part i in ts + 9 i (room for 9 bytes a part);
+ * returns how many. */
 size_t ge_item_parts(const ge_item *it, const ge_item_opts *o, ge_part *parts, char *ts);
 size_t ge_item_rows(const ge_item *it);  /* soft-token rows it adds to the record */
 size_t ge_item_bytes(const ge_item *it); /* bytes of pixels and samples it holds */

@@ -115,10 +115,10 @@ size_t ge_item_parts(const ge_item *it, const ge_item_opts *o, ge_part *parts, c
         if (o->timestamps) {
             if (parts) {
                 const long s = (long)it->seconds[f];
-                int len = snprintf(ts, 9, "%s%02ld:%02ld ", f ? " " : "", s / 60, s % 60);
-                len = len > 8 ? 8 : len; /* over 99 minutes: "MMM:SS" is cut, never past ts */
-                parts[n] = (ge_part){GE_KIND_TEXT, ts, (size_t)len, 0};
-                ts += 9;
+                char *text = ts + 9 * n; /* the text of part n */
+                int len = snprintf(text, 9, "%s%02ld:%02ld ", f ? " " : "", s / 60, s % 60);
+                len = len > 8 ? 8 : len; /* over 99 minutes: "MMM:SS" is cut, never past it */
+                parts[n] = (ge_part){GE_KIND_TEXT, text, (size_t)len, 0};
             }
             n++;
         }

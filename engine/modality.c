@@ -24,8 +24,10 @@ const ge_modality *ge_modality_of(ge_kind kind) { return &TABLE[kind]; }
 int ge_budget(int i)
 {
     const char *p = GE_BUDGETS;
-    for (; i > 0 && p; i--)
-        p = strchr(p, '|') ? strchr(p, '|') + 1 : NULL;
+    for (; i > 0 && p; i--) {
+        const char *bar = strchr(p, '|');
+        p = bar ? bar + 1 : NULL;
+    }
     return p && i == 0 ? atoi(p) : 0;
 }
 
