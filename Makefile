@@ -49,10 +49,12 @@ TIER_FLAGS_avxvnni = $(TIER_FLAGS_avx2) -mavxvnni
 # AVX-512 machines that lack AVX-VNNI
 TIER_FLAGS_evex256 = $(TIER_FLAGS_avx2) -mavx512f -mavx512vl -mavx512bw -mavx512vnni
 TIER_FLAGS_avx512  = $(TIER_FLAGS_avx2) -mavx512f -mavx512bw -mavx512vl -mavx512dq -mavx512vnni
+TIER_FLAGS_neon    =
 TIER_FLAGS_dotprod = -march=armv8.2-a+dotprod
+TIER_FLAGS_i8mm    = -march=armv8.2-a+dotprod+i8mm
 tier_flags = $(TIER_FLAGS_$(lastword $(subst _, ,$(basename $(notdir $1)))))
 X86_TIERS  = $(wildcard kernels/*_avx2.c kernels/*_avxvnni.c kernels/*_evex256.c kernels/*_avx512.c)
-ARM_TIERS  = $(wildcard kernels/*_neon.c kernels/*_dotprod.c)
+ARM_TIERS  = $(wildcard kernels/*_neon.c kernels/*_dotprod.c kernels/*_i8mm.c)
 ifneq (,$(findstring x86_64,$(MACHINE)))
 KERNEL_SRC = $(filter-out $(ARM_TIERS),$(wildcard kernels/*.c))
 else ifneq (,$(findstring aarch64,$(MACHINE)))

@@ -28,11 +28,12 @@ static ge_status plan(const ge_config *cfg, ge_tier *tier, ge_topo *topo, int *t
 
 static void describe_cpu(const ge_topo *t, const ge_cpu_feats *f, char *buf, size_t n)
 {
-    snprintf(buf, n, "%d CPUs allowed, %d cores%s; %s%s%s%s%s%s%s", t->n, t->n_core,
+    snprintf(buf, n, "%d CPUs allowed, %d cores%s; %s%s%s%s%s%s%s%s%s%s", t->n, t->n_core,
              t->hybrid ? " (hybrid)" : "", f->x86 ? "x86-64" : f->arm64 ? "arm64" : "other",
              f->avx2 ? " avx2" : "", f->fma ? " fma" : "", f->avxvnni ? " avx-vnni" : "",
              f->avx512f ? " avx512f" : "", f->avx512vnni ? " avx512-vnni" : "",
-             f->neon ? " neon" : "");
+             f->neon ? " neon" : "", f->dotprod ? " dotprod" : "", f->i8mm ? " i8mm" : "",
+             f->bf16 ? " bf16" : "");
 }
 
 ge_status ge_compute_plan(const ge_config *cfg, const char **tier, int *threads, char *cpu,

@@ -14,7 +14,7 @@ static const ge_switch switches[] = {
     {GE_CFG_THREAD_CAP, "thread-cap", 0, NULL, GE_SW_INT, 0, 0, 1024, "N", "= threads",
      "most threads that join one parallel call", 0},
     {GE_CFG_CPU_TIER, "cpu-tier", 0, "EI_GEMMA2_CPU_X86", GE_SW_TIER, -1, -1, GE_TIER_COUNT - 1,
-     "auto|avx512|avxvnni|avx2|neon|scalar", "auto",
+     "auto|avx512|avxvnni|avx2|i8mm|dotprod|neon|scalar", "auto",
      "force a kernel tier (one the CPU can run)", 1},
     {GE_CFG_HYBRID, "hybrid", 0, "EI_CPU_HYBRID", GE_SW_BOOL, 1, 0, 1, NULL, "on",
      "pin the pool on hybrid CPUs: P-cores, E-cores, SMT", 0},
@@ -102,9 +102,8 @@ ge_status ge_config_set(ge_config *c, const ge_switch *s, const char *value, ge_
     case GE_SW_TIER:
         v = value ? ge_tier_from_name(value) : -2;
         if (v == -2)
-            return ge_fail(err, GE_E_USAGE,
-                           "%s: unknown tier '%s' (auto, avx512, avxvnni, avx2, neon, scalar)",
-                           who, value ? value : "");
+            return ge_fail(err, GE_E_USAGE, "%s: unknown tier '%s' (%s)", who,
+                           value ? value : "", s->arg);
         break;
     case GE_SW_CHOICE:
         v = value ? choice_index(s->arg, value) : -1;

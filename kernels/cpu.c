@@ -1,4 +1,5 @@
-/* cpu.c - what the running CPU and OS can execute: CPUID + XCR0 on x86-64, hwcaps on arm64. */
+/* cpu.c - what the running CPU and OS can execute: CPUID + XCR0 on x86-64; on arm64 the
+ * kernel's hwcaps (Linux getauxval) or the FEAT_* sysctls (macOS). */
 #include <string.h>
 
 #include "kern.h"
@@ -44,22 +45,44 @@ void ge_cpu_detect(ge_cpu_feats *f)
         f->avx512bf16 = (a >> 5) & 1;
     }
 }
-#elif defined(__aarch64__)
-#include <sys/auxv.h>
-#ifndef HWCAP_ASIMD
-#define HWCAP_ASIMD (1 << 1)
-#endif
-#ifndef HWCAP_ASIMDDP
-#define HWCAP_ASIMDDP (1 << 20)
-#endif
+#elif defined(__aarch64__) && defined(__APPLE__)
+#include <sys/sysctl.h>
+
+/* Apple silicon: every arm64 Mac has Advanced SIMD; the rest are FEAT_* sysctls (1 or 0,
+ * absent on older macOS). Compile-checked only: no Mac runs the tests. */
+static int apple_feat(const char *name)
+{
+    int v = 0;
+    size_t n = sizeof v;
+    return sysctlbyname(name, &v, &n, NULL, 0) == 0 && v == 1;
+}
 
 void ge_cpu_detect(ge_cpu_feats *f)
 {
     memset(f, 0, sizeof *f);
-    unsigned long hw = getauxval(AT_HWCAP);
     f->arm64 = 1;
-    f->neon = (hw & HWCAP_ASIMD) != 0;
-    f->dotprod = (hw & HWCAP_ASIMDDP) != 0;
+    f->neon = 1;
+    f->dotprod = apple_feat("hw.optional.arm.FEAT_DotProd");
+    f->i8mm = apple_feat("hw.optional.arm.FEAT_I8MM");
+    f->bf16 = apple_feat("hw.optional.arm.FEAT_BF16");
+}
+#elif defined(__aarch64__)
+#include <sys/auxv.h>
+/* Linux hwcap bits (asm/hwcap.h), spelled out for older headers */
+#define GE_HWCAP_ASIMD (1UL << 1)
+#define GE_HWCAP_ASIMDDP (1UL << 20)
+#define GE_HWCAP2_I8MM (1UL << 13)
+#define GE_HWCAP2_BF16 (1UL << 14)
+
+void ge_cpu_detect(ge_cpu_feats *f)
+{
+    memset(f, 0, sizeof *f);
+    const unsigned long hw = getauxval(AT_HWCAP), hw2 = getauxval(AT_HWCAP2);
+    f->arm64 = 1;
+    f->neon = (hw & GE_HWCAP_ASIMD) != 0;
+    f->dotprod = (hw & GE_HWCAP_ASIMDDP) != 0;
+    f->i8mm = (hw2 & GE_HWCAP2_I8MM) != 0;
+    f->bf16 = (hw2 & GE_HWCAP2_BF16) != 0;
 }
 #else
 void ge_cpu_detect(ge_cpu_feats *f) { memset(f, 0, sizeof *f); }

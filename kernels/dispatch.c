@@ -4,7 +4,8 @@
 
 #include "kern.h"
 
-static const char *const names[GE_TIER_COUNT] = {"scalar", "avx2", "avxvnni", "avx512", "neon"};
+static const char *const names[GE_TIER_COUNT] = {"scalar", "avx2", "avxvnni", "avx512",
+                                                      "neon",   "dotprod", "i8mm"};
 
 const char *ge_tier_name(ge_tier t) { return t < GE_TIER_COUNT ? names[t] : "?"; }
 
@@ -33,6 +34,10 @@ int ge_tier_supported(const ge_cpu_feats *f, ge_tier t)
                f->avx512dq && f->avx512vnni;
     case GE_TIER_NEON:
         return f->arm64 && f->neon;
+    case GE_TIER_DOTPROD:
+        return f->arm64 && f->neon && f->dotprod;
+    case GE_TIER_I8MM:
+        return f->arm64 && f->neon && f->dotprod && f->i8mm;
     default:
         return 0;
     }
@@ -40,7 +45,8 @@ int ge_tier_supported(const ge_cpu_feats *f, ge_tier t)
 
 ge_tier ge_tier_best(const ge_cpu_feats *f)
 {
-    static const ge_tier order[] = {GE_TIER_AVX512, GE_TIER_AVXVNNI, GE_TIER_AVX2, GE_TIER_NEON};
+    static const ge_tier order[] = {GE_TIER_AVX512, GE_TIER_AVXVNNI, GE_TIER_AVX2,
+                                    GE_TIER_I8MM,   GE_TIER_DOTPROD, GE_TIER_NEON};
     for (size_t i = 0; i < sizeof order / sizeof order[0]; i++)
         if (ge_tier_supported(f, order[i]))
             return order[i];

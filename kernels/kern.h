@@ -1,6 +1,7 @@
 /* kern.h - the kernel table: one set of compute kernels per CPU tier, chosen once at run time.
  *
- * Tiers are cumulative (scalar < avx2 < avxvnni < avx512; neon on arm64): a tier's table
+ * Tiers are cumulative (scalar < avx2 < avxvnni < avx512 on x86-64; scalar < neon < dotprod <
+ * i8mm on arm64): a tier's table
  * starts from the next lower tier's and overlays what it implements. Each tier lives in its
  * own files (kernels/<family>_<tier>.c) compiled with that tier's flags only, so the default
  * build runs on any x86-64. The scalar tier is the test oracle. Kernels never allocate,
@@ -21,7 +22,9 @@ typedef enum {
     GE_TIER_AVX2,    /* AVX2 + FMA + F16C */
     GE_TIER_AVXVNNI, /* 256-bit VNNI (AVX-VNNI) on top of avx2, for CPUs without AVX-512 */
     GE_TIER_AVX512,  /* AVX-512 F/BW/VL/DQ + AVX-512 VNNI */
-    GE_TIER_NEON,    /* arm64 */
+    GE_TIER_NEON,    /* arm64 (armv8.0-a Advanced SIMD): fp32 FMA, int8 by widening multiplies */
+    GE_TIER_DOTPROD, /* neon + SDOT (armv8.2-a dotprod) */
+    GE_TIER_I8MM,    /* dotprod + SMMLA (armv8.6-a i8mm) */
     GE_TIER_COUNT
 } ge_tier;
 
@@ -109,7 +112,7 @@ typedef struct {
 } ge_attn_rel_args;
 
 typedef struct ge_kern {
-    const char *name; /* tier name: "scalar", "avx2", "avxvnni", "avx512", "neon" */
+    const char *name; /* tier name: "scalar", "avx2", ..., "neon", "dotprod", "i8mm" */
     ge_tier tier;
 
     /* ---- Q8_0 weight x Q8_0 activation GEMM: y[t][o] = sum_k W[o][k] * x[t][k] ---------- */
@@ -232,7 +235,7 @@ typedef struct {
     int sse2, avx, avx2, fma, f16c; /* CPUID bits */
     int avx512f, avx512bw, avx512vl, avx512dq, avx512vnni, avx512bf16, avxvnni;
     int os_avx, os_avx512;          /* XCR0: the OS saves YMM / ZMM+opmask state */
-    int arm64, neon, dotprod;
+    int arm64, neon, dotprod, i8mm, bf16; /* hwcaps (Linux) or FEAT_* sysctls (macOS) */
 } ge_cpu_feats;
 
 /* Features of the running CPU (CPUID + XGETBV on x86, hwcaps on arm64). */

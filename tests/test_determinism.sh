@@ -31,7 +31,7 @@ fail() { echo "FAIL: $1: $2"; }
 target_of() { grep '^{"id":"target"' "$1"; }
 
 tiers=()
-for t in scalar avx2 avxvnni avx512 neon; do
+for t in scalar avx2 avxvnni avx512 neon dotprod i8mm; do
     "$BIN" --print-config --cpu-tier "$t" >/dev/null 2>&1 && tiers+=("$t")
 done
 [ ${#tiers[@]} -ge 1 ] || fail "tiers" "no tier runs"
