@@ -1,6 +1,6 @@
 /* q8.c - the Q8_0 GEMM family's entry in the kernel table: which functions each tier uses.
- * Every tier is implemented on x86-64 (scalar, avx2, avxvnni, avx512); other tiers (neon)
- * and non-x86 builds fall back to scalar. Each tier brings its own packed layout (q8.h), so
+ * x86-64 builds implement scalar, avx2, avxvnni and avx512; arm64 builds scalar, neon,
+ * dotprod and i8mm (the quantiser is neon's on all three). Each tier brings its own packed layout (q8.h), so
  * q8_row_group, q8_packed_size, q8_pack and q8_gemm always come from the same tier. */
 #include "q8.h"
 
@@ -45,6 +45,17 @@ void ge_q8_fill(ge_kern *k, ge_tier tier)
         break;
     default:
         break;
+    }
+#elif defined(__aarch64__)
+    if (tier == GE_TIER_NEON || tier == GE_TIER_DOTPROD || tier == GE_TIER_I8MM) {
+        k->q8_row_group = 8;
+        k->q8_packed_size = ge_q8_g8_packed_size;
+        k->q8_pack = tier == GE_TIER_I8MM ? ge_q8_g8w8_pack : ge_q8_g8_pack;
+        k->q8_quantize = ge_q8_neon_quantize;
+        k->q8_gemm = tier == GE_TIER_I8MM      ? ge_q8_i8mm_gemm
+                     : tier == GE_TIER_DOTPROD ? ge_q8_dotprod_gemm
+                                               : ge_q8_neon_gemm;
+        k->q8_gemm_wide = NULL;
     }
 #else
     (void)tier;

@@ -4,13 +4,15 @@
  * Packed weight layout (every tier; G = the tier's q8_row_group, nb = cols / 32):
  *   row group g (rows g*G .. g*G+G-1) starts at byte g * nb * G * 36; inside it, block b
  *   (columns 32b .. 32b+31) is G*36 bytes:
- *     G*32 weight bytes: byte (c*G + r)*4 + j holds W[g*G + r][32b + 4c + j] ^ bias, for
- *       chunk c = 0..7, row r = 0..G-1, j = 0..3 (rows interleaved by 4 bytes, so one
- *       G*4-byte load feeds G output rows of a vpdpbusd);
+ *     G*32 weight bytes: byte (c*G + r)*K + j holds W[g*G + r][32b + K c + j] ^ bias, for
+ *       chunk c = 0..32/K-1, row r = 0..G-1, j = 0..K-1 (rows interleaved by K = 4 bytes,
+ *       so one G*4-byte load feeds G output rows of a vpdpbusd or SDOT; the i8mm tier
+ *       takes K = 8, so that one 16-byte load is the 2 x 8 row operand of an SMMLA);
  *     G fp32 row scales dw[r] (the fp16 d of the ggml block, widened exactly).
  *   A last partial group is padded with zero weights (stored as 0 ^ bias) and dw = 0.
  * Tiers: scalar G = 1, bias 0 (that is: per row, per block 32 qs + fp32 d); avx2 G = 8,
- * bias 0; avxvnni G = 8, bias 0x80; avx512 G = 16, bias 0x80.
+ * bias 0; avxvnni G = 8, bias 0x80; avx512 G = 16, bias 0x80; neon and dotprod G = 8, bias
+ * 0; i8mm G = 8, K = 8, bias 0. K = 4 where not said.
  *
  * With bias 0x80 the stored byte is w + 128 (u8), the unsigned operand of vpdpbusd, and the
  * activation stays the signed operand, so AVX-512 can feed it straight from the common
@@ -39,7 +41,7 @@
 /* Shared by all tiers (plain C, q8_scalar.c). */
 size_t ge_q8_packed_size_g(int64_t rows, int64_t cols, int group);
 void ge_q8_pack_g(const void *src, int64_t rows, int64_t cols, void *dst, int64_t r0,
-                  int64_t r1, int group, uint8_t bias);
+                  int64_t r1, int group, int width, uint8_t bias);
 
 size_t ge_q8_scalar_packed_size(int64_t rows, int64_t cols);
 void ge_q8_scalar_pack(const void *src, int64_t rows, int64_t cols, void *dst, int64_t r0,
@@ -56,6 +58,8 @@ void ge_q8_g8_pack(const void *src, int64_t rows, int64_t cols, void *dst, int64
                    int64_t r1);
 void ge_q8_g8b_pack(const void *src, int64_t rows, int64_t cols, void *dst, int64_t r0,
                     int64_t r1);
+void ge_q8_g8w8_pack(const void *src, int64_t rows, int64_t cols, void *dst, int64_t r0,
+                     int64_t r1);
 size_t ge_q8_g16_packed_size(int64_t rows, int64_t cols);
 void ge_q8_g16b_pack(const void *src, int64_t rows, int64_t cols, void *dst, int64_t r0,
                      int64_t r1);
@@ -78,6 +82,18 @@ void ge_q8_avx512_gemm(const void *packed, int64_t rows, int64_t cols, const ge_
 void ge_q8_avx512_gemm_wide(const void *packed, int64_t rows, int64_t cols,
                             const ge_q8_act *act, int64_t t0, int64_t t1, int64_t r0,
                             int64_t r1, float *y, int64_t ldy);
+#endif
+
+#if defined(__aarch64__)
+/* q8_neon.c (the quantiser of every ARM tier; the GEMM by widening multiplies) */
+void ge_q8_neon_quantize(const float *x, int64_t ldx, int64_t t0, int64_t t1, ge_q8_act *act);
+void ge_q8_neon_gemm(const void *packed, int64_t rows, int64_t cols, const ge_q8_act *act,
+                     int64_t t0, int64_t t1, int64_t r0, int64_t r1, float *y, int64_t ldy);
+/* q8_dotprod.c (SDOT) and q8_i8mm.c (SMMLA, the K = 8 layout) */
+void ge_q8_dotprod_gemm(const void *packed, int64_t rows, int64_t cols, const ge_q8_act *act,
+                        int64_t t0, int64_t t1, int64_t r0, int64_t r1, float *y, int64_t ldy);
+void ge_q8_i8mm_gemm(const void *packed, int64_t rows, int64_t cols, const ge_q8_act *act,
+                     int64_t t0, int64_t t1, int64_t r0, int64_t r1, float *y, int64_t ldy);
 #endif
 
 /* Test-only entry: the avxvnni tier's table (same layout, quantiser and algorithm) with the

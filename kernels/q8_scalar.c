@@ -17,7 +17,7 @@ size_t ge_q8_packed_size_g(int64_t rows, int64_t cols, int group)
 }
 
 void ge_q8_pack_g(const void *src, int64_t rows, int64_t cols, void *dst, int64_t r0,
-                  int64_t r1, int group, uint8_t bias)
+                  int64_t r1, int group, int width, uint8_t bias)
 {
     const int64_t nb = cols / GE_QK8_0;
     const ge_block_q8_0 *w = src;
@@ -29,10 +29,10 @@ void ge_q8_pack_g(const void *src, int64_t rows, int64_t cols, void *dst, int64_
             for (int r = 0; r < group; r++) {
                 int64_t row = g * group + r;
                 const ge_block_q8_0 *blk = row < rows ? &w[row * nb + b] : NULL;
-                for (int c = 0; c < 8; c++)
-                    for (int j = 0; j < 4; j++)
-                        bp[(c * group + r) * 4 + j] =
-                            (uint8_t)((blk ? (uint8_t)blk->qs[4 * c + j] : 0) ^ bias);
+                for (int c = 0; c < GE_QK8_0 / width; c++)
+                    for (int j = 0; j < width; j++)
+                        bp[(c * group + r) * width + j] =
+                            (uint8_t)((blk ? (uint8_t)blk->qs[width * c + j] : 0) ^ bias);
                 float d = 0.0f;
                 if (blk) {
                     uint16_t h;
@@ -61,22 +61,27 @@ size_t ge_q8_g16_packed_size(int64_t rows, int64_t cols)
 void ge_q8_scalar_pack(const void *src, int64_t rows, int64_t cols, void *dst, int64_t r0,
                        int64_t r1)
 {
-    ge_q8_pack_g(src, rows, cols, dst, r0, r1, 1, 0);
+    ge_q8_pack_g(src, rows, cols, dst, r0, r1, 1, 4, 0);
 }
 void ge_q8_g8_pack(const void *src, int64_t rows, int64_t cols, void *dst, int64_t r0,
                    int64_t r1)
 {
-    ge_q8_pack_g(src, rows, cols, dst, r0, r1, 8, 0);
+    ge_q8_pack_g(src, rows, cols, dst, r0, r1, 8, 4, 0);
 }
 void ge_q8_g8b_pack(const void *src, int64_t rows, int64_t cols, void *dst, int64_t r0,
                     int64_t r1)
 {
-    ge_q8_pack_g(src, rows, cols, dst, r0, r1, 8, 0x80);
+    ge_q8_pack_g(src, rows, cols, dst, r0, r1, 8, 4, 0x80);
+}
+void ge_q8_g8w8_pack(const void *src, int64_t rows, int64_t cols, void *dst, int64_t r0,
+                     int64_t r1)
+{
+    ge_q8_pack_g(src, rows, cols, dst, r0, r1, 8, 8, 0);
 }
 void ge_q8_g16b_pack(const void *src, int64_t rows, int64_t cols, void *dst, int64_t r0,
                      int64_t r1)
 {
-    ge_q8_pack_g(src, rows, cols, dst, r0, r1, 16, 0x80);
+    ge_q8_pack_g(src, rows, cols, dst, r0, r1, 16, 4, 0x80);
 }
 
 /* ---- activation quantiser ------------------------------------------------------------ */
