@@ -115,6 +115,15 @@ void ge_act_fill(ge_kern *k, ge_tier tier)
         k->rmsnorm = ge_rmsnorm_avx512;
         k->rope = ge_rope_avx512;
     }
+#elif defined(__aarch64__)
+    if (tier == GE_TIER_NEON || tier == GE_TIER_DOTPROD || tier == GE_TIER_I8MM) {
+        k->act_mul = ge_act_mul_neon;
+        k->clamp = ge_clamp_neon;
+        k->dwconv = ge_dwconv_neon;
+        k->axpy = ge_axpy_neon;
+        k->rmsnorm = ge_rmsnorm_neon;
+        k->rope = ge_rope_neon;
+    }
 #else
     (void)tier;
 #endif
