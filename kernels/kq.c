@@ -28,6 +28,12 @@ void ge_kq_fill(ge_kern *k, ge_tier tier)
     default:
         break;
     }
+#elif defined(__aarch64__)
+    /* the file's rows in place (row group 1, no packing), like the scalar tier */
+    if (tier == GE_TIER_DOTPROD || tier == GE_TIER_I8MM)
+        k->kq_gemm = ge_kq_dotprod_gemm;
+    else if (tier == GE_TIER_NEON)
+        k->kq_gemm = ge_kq_neon_gemm;
 #else
     (void)tier;
 #endif

@@ -139,6 +139,16 @@ size_t ge_kq32_packed_size_g(uint32_t type, int64_t rows, int64_t cols, int grou
 void ge_kq32_pack_g(uint32_t type, const void *src, int64_t rows, int64_t cols, void *dst,
                     int64_t r0, int64_t r1, int group);
 
+#if defined(__aarch64__)
+/* kq_neon.c, kq_dotprod.c (kq_arm.h): the file's rows in place, every type */
+void ge_kq_neon_gemm(uint32_t type, const void *w, int64_t rows, int64_t cols,
+                     const ge_q8_act *act, int64_t t0, int64_t t1, int64_t r0, int64_t r1,
+                     float *y, int64_t ldy);
+void ge_kq_dotprod_gemm(uint32_t type, const void *w, int64_t rows, int64_t cols,
+                        const ge_q8_act *act, int64_t t0, int64_t t1, int64_t r0, int64_t r1,
+                        float *y, int64_t ldy);
+#endif
+
 #if defined(__x86_64__)
 void ge_kq32_avx2_gemm(uint32_t type, const void *w, int64_t rows, int64_t cols,
                        const ge_q8_act *act, int64_t t0, int64_t t1, int64_t r0, int64_t r1,

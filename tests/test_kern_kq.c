@@ -334,6 +334,7 @@ int main(void)
         gemm_shape(type, 512, 64, 7);   /* the hidden width */
         gemm_shape(type, 2048, 33, 70); /* the FFN's down projection, two token blocks */
         gemm_shape(type, 768, 5, 1);
+        gemm_shape(type, 256, 3, 300); /* past a 256-token chunk (kq_arm.h's decode share) */
         gemm_extremes(type);
         if (ge_dtype(type)->block == 32) {
             gemm_shape(type, 96, 3, 2);     /* rows of three blocks */
