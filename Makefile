@@ -52,7 +52,12 @@ TIER_FLAGS_avx512  = $(TIER_FLAGS_avx2) -mavx512f -mavx512bw -mavx512vl -mavx512
 TIER_FLAGS_neon    =
 TIER_FLAGS_dotprod = -march=armv8.2-a+dotprod
 TIER_FLAGS_i8mm    = -march=armv8.2-a+dotprod+i8mm
-tier_flags = $(TIER_FLAGS_$(lastword $(subst _, ,$(basename $(notdir $1)))))
+# GCC's pre-RA scheduler hoists these tiles' loads and spills their accumulators (all 32
+# vector registers are in use); without it nothing spills (PERF.md, "ARM tiers")
+FILE_FLAGS_q8_neon    = -fno-schedule-insns
+FILE_FLAGS_q8_dotprod = -fno-schedule-insns
+tier_flags = $(TIER_FLAGS_$(lastword $(subst _, ,$(basename $(notdir $1))))) \
+             $(FILE_FLAGS_$(basename $(notdir $1)))
 X86_TIERS  = $(wildcard kernels/*_avx2.c kernels/*_avxvnni.c kernels/*_evex256.c kernels/*_avx512.c)
 ARM_TIERS  = $(wildcard kernels/*_neon.c kernels/*_dotprod.c kernels/*_i8mm.c)
 ifneq (,$(findstring x86_64,$(MACHINE)))

@@ -68,11 +68,11 @@ void ge_q8_neon_quantize(const float *x, int64_t ldx, int64_t t0, int64_t t1, ge
 
 /* ---- GEMM ---------------------------------------------------------------------------- */
 
-INLINE int8x8_t bcast4(const int8_t *p) /* 4 bytes, twice */
+INLINE int8x16_t bcast4(const int8_t *p) /* 4 bytes, four times (LD1R) */
 {
     int32_t v;
     memcpy(&v, p, 4);
-    return vreinterpret_s8_s32(vdup_n_s32(v));
+    return vreinterpretq_s8_s32(vld1q_dup_s32(&v));
 }
 
 INLINE void tile(const int n, const uint8_t *gp, int64_t nb, const int8_t *a, int64_t lda,
@@ -97,15 +97,14 @@ INLINE void tile(const int n, const uint8_t *gp, int64_t nb, const int8_t *a, in
                 if (i >= n)
                     break;
                 const int8_t *ab = a + i * lda + b * 32 + 4 * c;
-                const int8x8_t a0 = bcast4(ab), a1 = bcast4(ab + 4);
-                s[i][0] = vpadalq_s16(s[i][0], vmlal_s8(vmull_s8(vget_low_s8(w0), a0),
-                                                        vget_low_s8(w2), a1));
-                s[i][1] = vpadalq_s16(s[i][1], vmlal_s8(vmull_s8(vget_high_s8(w0), a0),
-                                                        vget_high_s8(w2), a1));
-                s[i][2] = vpadalq_s16(s[i][2], vmlal_s8(vmull_s8(vget_low_s8(w1), a0),
-                                                        vget_low_s8(w3), a1));
-                s[i][3] = vpadalq_s16(s[i][3], vmlal_s8(vmull_s8(vget_high_s8(w1), a0),
-                                                        vget_high_s8(w3), a1));
+                const int8x16_t a0 = bcast4(ab), a1 = bcast4(ab + 4);
+                const int8x8_t a0l = vget_low_s8(a0), a1l = vget_low_s8(a1);
+                s[i][0] = vpadalq_s16(s[i][0], vmlal_s8(vmull_s8(vget_low_s8(w0), a0l),
+                                                        vget_low_s8(w2), a1l));
+                s[i][1] = vpadalq_s16(s[i][1], vmlal_high_s8(vmull_high_s8(w0, a0), w2, a1));
+                s[i][2] = vpadalq_s16(s[i][2], vmlal_s8(vmull_s8(vget_low_s8(w1), a0l),
+                                                        vget_low_s8(w3), a1l));
+                s[i][3] = vpadalq_s16(s[i][3], vmlal_high_s8(vmull_high_s8(w1, a0), w3, a1));
             }
         }
         const float32x4_t dwl = vld1q_f32((const float *)(bp + 32 * G));
