@@ -1,5 +1,5 @@
 /* sgemm.c - the SGEMM family's table entries: panel packing and the panel GEMM for each tier,
- * falling back to the best lower tier implemented (avxvnni -> avx2, neon -> scalar). */
+ * falling back to the best lower tier implemented (avxvnni -> avx2, dotprod, i8mm -> neon). */
 #include "kern.h"
 #include "sgemm.h"
 
@@ -16,6 +16,11 @@ void ge_sgemm_fill(ge_kern *k, ge_tier tier)
     }
     if (tier == GE_TIER_AVX512)
         k->sgemm = ge_sgemm_avx512;
+#elif defined(__aarch64__)
+    if (tier == GE_TIER_NEON || tier == GE_TIER_DOTPROD || tier == GE_TIER_I8MM) {
+        k->sg_pack = ge_sg_pack_neon;
+        k->sgemm = ge_sgemm_neon;
+    }
 #else
     (void)tier;
 #endif

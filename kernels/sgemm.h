@@ -7,7 +7,7 @@
  * bytes wide in memory, so its panels take no more room than the file's tensor.
  *
  * Numerics (every tier): the kernels widen each panel element to fp32 in registers right
- * before its FMA (bf16: the 16 bits shifted into the top of a 32-bit lane; f16: F16C /
+ * before its FMA (bf16: the 16 bits shifted into the top of a 32-bit lane; f16: F16C, FCVTL /
  * ge_fp16_to_fp32), which is exact. y[t][o] is then one fused-multiply-add chain over k in
  * increasing order, starting from +0: acc = fma(W[o][k], x[t][k], acc). Nothing else touches
  * it, so the value depends neither on the split, the other tokens, the tier nor the panel
@@ -46,6 +46,12 @@ void ge_sgemm_avx2(uint32_t type, const void *packed, int64_t rows, int64_t cols
 void ge_sgemm_avx512(uint32_t type, const void *packed, int64_t rows, int64_t cols,
                      const float *x, int64_t ldx, int64_t t0, int64_t t1, int64_t r0,
                      int64_t r1, float *y, int64_t ldy);
+#elif defined(__aarch64__)
+void ge_sg_pack_neon(uint32_t type, const void *src, int64_t rows, int64_t cols, void *dst,
+                     int64_t r0, int64_t r1);
+void ge_sgemm_neon(uint32_t type, const void *packed, int64_t rows, int64_t cols,
+                   const float *x, int64_t ldx, int64_t t0, int64_t t1, int64_t r0, int64_t r1,
+                   float *y, int64_t ldy);
 #endif
 
 #endif
