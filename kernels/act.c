@@ -19,7 +19,9 @@ void ge_act_mul_scalar(float *g, const float *u, int64_t n, ge_act kind, const f
         case GE_GELU_QUICK: y = x / (1.0f + expf(-GE_QUICK_GELU_K * x)); break;
         case GE_SILU: y = x / (1.0f + expf(-x)); break;
         case GE_SIGMOID: y = 1.0f / (1.0f + expf(-x)); break;
-        default: y = 0.5f * x * (1.0f + tanhf(c * (x + 0.044715f * x * x * x))); break;
+        default: /* 0.5 x (1 + tanh z) = x sigmoid(2z): expf, not tanhf (act.h) */
+            y = x / (1.0f + expf(-2.0f * (c * (x + 0.044715f * x * x * x))));
+            break;
         }
         y = u ? y * u[i] : y;
         if (clip) {

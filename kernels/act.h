@@ -6,6 +6,11 @@
 
 #include "kern.h"
 
+/* The scalar oracles (act.c, attn_rel.c) write tanh through expf, in the vector tiers' forms:
+ * the tanh GELU as x / (1 + expf(-2z)), a cap as sign(y) (1 - e) / (1 + e), e = expf(-2|y|).
+ * glibc's tanhf gives other bits on arm64 than on x86-64 for some inputs (its expf does not),
+ * so with expf the two architectures' scalar tiers write the same bytes. */
+
 void ge_act_mul_scalar(float *g, const float *u, int64_t n, ge_act kind,
                        const float *clip);
 void ge_act_mul_avx2(float *g, const float *u, int64_t n, ge_act kind,

@@ -168,8 +168,8 @@ typedef struct ge_kern {
     /* ---- activations -------------------------------------------------------------------- */
     /* g[i] = act(g[i]) * u[i] for i < n (u NULL: act(g[i])); with clip (else NULL), g[i] is
      * first clamped to [clip[0], clip[1]] (and written back so) and the result to [clip[2],
-     * clip[3]] (the audio tower's clipped linears around an activation). tanh GELU (scalar: tanhf; vector
-     * tiers: the same function written as x * sigmoid(2z) with the polynomial exp, within a
+     * clip[3]] (the audio tower's clipped linears around an activation). tanh GELU written
+     * as x * sigmoid(2z) (scalar: expf, act.h; vector tiers: the polynomial exp, within a
      * few ulp), quick-GELU x * sigmoid(1.702 x), SiLU x * sigmoid(x), sigmoid(x) (scalar:
      * expf; vector tiers: the polynomial exp). */
     void (*act_mul)(float *g, const float *u, int64_t n, ge_act kind, const float *clip);
