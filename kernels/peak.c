@@ -45,6 +45,15 @@ void ge_peak_fill(ge_kern *k, ge_tier tier)
         k->peak_fp32 = ge_peak_fp32_avx512;
         k->peak_int8 = ge_peak_int8_avx512;
     }
+#elif defined(__aarch64__)
+    if (tier == GE_TIER_NEON || tier == GE_TIER_DOTPROD || tier == GE_TIER_I8MM) {
+        k->peak_fp32 = ge_peak_fp32_neon;
+        k->peak_int8 = ge_peak_int8_neon;
+    }
+    if (tier == GE_TIER_DOTPROD)
+        k->peak_int8 = ge_peak_int8_dotprod;
+    if (tier == GE_TIER_I8MM)
+        k->peak_int8 = ge_peak_int8_i8mm;
 #else
     (void)tier;
 #endif
