@@ -1,5 +1,5 @@
 /* attn.c - the attention family's table entry for each tier, falling back to the best lower
- * tier implemented (avxvnni -> avx2, neon -> scalar). */
+ * tier implemented (avxvnni -> avx2, dotprod and i8mm -> neon). */
 #include "attn.h"
 #include "kern.h"
 
@@ -12,6 +12,9 @@ void ge_attn_fill(ge_kern *k, ge_tier tier)
         k->attn = ge_attn_avx2, k->attn_dense = ge_attn_dense_avx2;
     if (tier == GE_TIER_AVX512)
         k->attn = ge_attn_avx512, k->attn_dense = ge_attn_dense_avx512;
+#elif defined(__aarch64__)
+    if (tier == GE_TIER_NEON || tier == GE_TIER_DOTPROD || tier == GE_TIER_I8MM)
+        k->attn = ge_attn_neon, k->attn_dense = ge_attn_dense_neon;
 #else
     (void)tier;
 #endif

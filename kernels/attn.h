@@ -72,4 +72,19 @@ void ge_attn_exp_avx2(const float *x, float *y, int64_t n);
 void ge_attn_exp_avx512(const float *x, float *y, int64_t n);
 #endif
 
+#if defined(__aarch64__)
+/* The ARM tiers' kernels (neon, dotprod and i8mm all run these): the avx2 tier's operations
+ * on pairs of 4-lane registers where it has 8 lanes. Tiled: head dims that are not a multiple
+ * of 8 go to ge_attn_scalar. */
+void ge_attn_neon(const ge_attn_args *a, int head, int64_t q0, int64_t q1);
+/* Dense attention (kern.h attn_dense); head dims must be a multiple of 16. */
+void ge_attn_dense_neon(const ge_attn_dense_args *a, int head, int64_t q0, int64_t q1,
+                        float *scratch);
+/* attn_rel (attn_rel.h): 4 lanes; head dims that are not a multiple of 4 go to the scalar
+ * tier. */
+void ge_attn_rel_neon(const ge_attn_rel_args *a, int64_t q0, int64_t q1);
+/* The polynomial exp on n floats (the tests, attn_rel and the activations use it). */
+void ge_attn_exp_neon(const float *x, float *y, int64_t n);
+#endif
+
 #endif

@@ -3,6 +3,7 @@
 #include <math.h>
 #include <string.h>
 
+#include "attn.h"
 #include "attn_rel.h"
 
 void ge_attn_rel_scalar(const ge_attn_rel_args *a, int64_t q0, int64_t q1)
@@ -51,6 +52,9 @@ void ge_attn_rel_fill(ge_kern *k, ge_tier tier)
         k->attn_rel = ge_attn_rel_avx2;
     if (tier == GE_TIER_AVX512)
         k->attn_rel = ge_attn_rel_avx512;
+#elif defined(__aarch64__)
+    if (tier == GE_TIER_NEON || tier == GE_TIER_DOTPROD || tier == GE_TIER_I8MM)
+        k->attn_rel = ge_attn_rel_neon;
 #else
     (void)tier;
 #endif

@@ -218,6 +218,9 @@ static void find_tiers(void)
             x.exp = ge_attn_exp_avx2;
         if (k->attn == ge_attn_avx512)
             x.exp = ge_attn_exp_avx512;
+#elif defined(__aarch64__)
+        if (k->attn == ge_attn_neon)
+            x.exp = ge_attn_exp_neon;
 #endif
         tiers[ntiers++] = x;
     }
