@@ -24,7 +24,9 @@ void ge_attn_rel_scalar(const ge_attn_rel_args *a, int64_t q0, int64_t q1)
                     dk += q[e] * (k[e] * a->k_scale);
                 for (int e = 0; e < hd; e++)
                     dr += q[e] * r[e];
-                const float l = a->cap * tanhf((dk + dr) / a->cap);
+                const float y = (dk + dr) / a->cap, e = expf(-2.0f * fabsf(y));
+                const float c = a->cap * ((1.0f - e) / (1.0f + e)); /* cap tanh y (act.h) */
+                const float l = y < 0.0f ? -c : c;
                 p[s - s0] = l;
                 mx = l > mx ? l : mx;
             }
