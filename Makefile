@@ -52,10 +52,10 @@ TIER_FLAGS_avx512  = $(TIER_FLAGS_avx2) -mavx512f -mavx512bw -mavx512vl -mavx512
 TIER_FLAGS_neon    =
 TIER_FLAGS_dotprod = -march=armv8.2-a+dotprod
 TIER_FLAGS_i8mm    = -march=armv8.2-a+dotprod+i8mm
-# GCC's pre-RA scheduler hoists these tiles' loads and spills their accumulators (all 32
-# vector registers are in use); without it nothing spills (PERF.md, "ARM tiers")
-FILE_FLAGS_q8_neon    = -fno-schedule-insns
-FILE_FLAGS_q8_dotprod = -fno-schedule-insns
+# GCC's pre-RA scheduler hoists these ARM tiles' loads and spills their accumulators (all 32
+# vector registers are in use); without it they stay in registers (PERF.md, "ARM tiers")
+NO_PRE_RA_SCHED = q8_neon q8_dotprod kq_neon kq_dotprod sgemm_neon
+$(foreach f,$(NO_PRE_RA_SCHED),$(eval FILE_FLAGS_$(f) = -fno-schedule-insns))
 tier_flags = $(TIER_FLAGS_$(lastword $(subst _, ,$(basename $(notdir $1))))) \
              $(FILE_FLAGS_$(basename $(notdir $1)))
 X86_TIERS  = $(wildcard kernels/*_avx2.c kernels/*_avxvnni.c kernels/*_evex256.c kernels/*_avx512.c)
@@ -166,6 +166,11 @@ bench-q8: $(BUILD)/tests/bench_q8
 	$(BUILD)/tests/bench_q8 $(ARGS)
 
 
+# ARM kernels' executed instructions per MAC, counted under qemu (make ARCH=aarch64 arm-ipm
+# ARGS="dotprod:q8_0:1024x64x64 ..."; tools/arm-ipm): qemu cannot time them (PERF.md)
+arm-ipm: $(BUILD)/tests/ipm_kernel
+	tools/arm-ipm --bin $(BUILD)/tests/ipm_kernel $(ARGS)
+
 # SGEMM benchmark (not part of make test): GMAC/s per tier at the model's shapes next to the
 # measured fp32 FMA peak, plus pack speed. ARGS="avx512 --cold -s 512x2048 -n 64" narrows it.
 bench-sgemm: $(BUILD)/tests/bench_sgemm
@@ -265,4 +270,4 @@ fuzz-smoke:
 	bash tests/test_fuzz_smoke.sh
 
 .PHONY: all tests test check test-full demo deps install clean bench bench-q8 bench-sgemm \
-        bench-attn tsan fuzz fuzz-build fuzz-smoke compile_commands.json tier-flags-of
+        bench-attn arm-ipm tsan fuzz fuzz-build fuzz-smoke compile_commands.json tier-flags-of

@@ -9,11 +9,8 @@
  * (16-bit panels: 2 + MR / 4, widened by FCVTL/FCVTL2 or SHLL/SHLL2, which keep the lanes in
  * output order). FMLA is fused: each accumulator lane is one output's fmaf chain over k in
  * order from +0, so tile shapes and the split never change a value. */
-/* GCC's pre-RA scheduler hoists panel loads ahead of the FMAs that free their registers and
- * spills a third of the 6 x 1 accumulators; without it the tiles stay in registers. */
-#if defined(__GNUC__) && !defined(__clang__)
-#pragma GCC optimize("no-schedule-insns")
-#endif
+/* (Built with -fno-schedule-insns, Makefile: GCC's pre-RA scheduler hoists panel loads ahead
+ * of the FMAs that free their registers and spills a third of the 6 x 1 accumulators.) */
 #include <arm_neon.h>
 #include <string.h>
 
