@@ -3,16 +3,16 @@
  * results are bit-identical to the scalar oracle.
  *
  * A group of G = 4 rows is decoded once per K chunk (KC columns) and block of TB tokens into
- * a stack buffer (ge_block_decode: int8 codes, integer sub-block scales and mins, the fp16
- * factors widened), its codes interleaved as the Q8_0 layout's K = 4 chunks (q8.h): one
- * 16-byte load is a 4-value chunk of the 4 rows, so a dot by lane (SDOT, or its widening
- * form at the neon tier) multiplies it with that chunk of a token's activations. Then tiles
- * of NT tokens x 4 rows go through the chunk: per sub-block the exact dots of the 4 rows,
- * times their scales (MLA) into isum, the mins' term sum_j m_j asum_j by MLA with the
- * activation sums, and per block kq.h's fp32 rule lane by lane. A sub-block's weight chunks
- * are loaded once for the tile's tokens. The fp32 partial sums carry through y between K
- * chunks (stored and reloaded exactly). The decode, the one scalar step, is shared by up to
- * TB tokens.
+ * a stack buffer (int8 codes, integer sub-block scales and mins, the fp16 factors widened:
+ * kq_arm_decode.h in NEON per type, ge_block_decode for any other), its codes interleaved as
+ * the Q8_0 layout's K = 4 chunks (q8.h): one 16-byte load is a 4-value chunk of the 4 rows,
+ * so a dot by lane (SDOT, or its widening form at the neon tier) multiplies it with that
+ * chunk of a token's activations. Then tiles of NT tokens x 4 rows go through the chunk: per
+ * sub-block the exact dots of the 4 rows, times their scales (MLA) into isum, the mins' term
+ * sum_j m_j asum_j by MLA with the activation sums, and per block kq.h's fp32 rule lane by
+ * lane. A sub-block's weight chunks are loaded once for the tile's tokens. The fp32 partial
+ * sums carry through y between K chunks (stored and reloaded exactly). The decode is shared
+ * by up to TB tokens.
  *
  * Included once by kernels/kq_neon.c and kq_dotprod.c after they define
  *   DOT_T, DOT_ZERO(d): a dot accumulator of 4 rows, zeroed;
@@ -44,10 +44,14 @@ typedef struct {
     float d[G * KC / 32], dm[G * KC / 32];
 } decoded;
 
+#include "kq_arm_decode.h"
+
 static void decode(uint32_t type, const uint8_t *w, size_t row_bytes, int64_t o, int nrow,
                    int64_t b0, int64_t nbk, int bn, int nsub, decoded *dec)
 {
     const size_t bb = ge_dtype(type)->bytes;
+    if (kd_decode(type, w, row_bytes, o, nrow, b0, nbk, bb, dec))
+        return;
     if (nrow < G) /* absent rows: zero codes, scales and factors */
         memset(dec, 0, sizeof *dec);
     for (int r = 0; r < nrow; r++) {
