@@ -120,6 +120,18 @@ check: tests
 test-full: tests
 	@$(RUN_TESTS) --full $(TESTS)
 
+# The arm64 part of CI (.ci/run; needs tools/install-deps --arm64 and the x86-64 ./gemmaembed
+# to compare with): the cross build, then under qemu the kernel tests, the ISA check, the tiny
+# text goldens at every ARM tier, the quantised and audio goldens at one, and the byte
+# comparison with x86-64. make test ARCH=aarch64 runs the whole suite under qemu (slow: the
+# image and video goldens take many minutes each there).
+ARM_CI_TESTS = test_kern test_attn_dense test_isa test_dtype test_gguf test_model test_threads \
+               =golden_check =golden_tier_neon =golden_tier_dotprod =golden_tier_i8mm \
+               =quant_golden_tier_dotprod =audio_golden_tier_neon =cross_arch
+test-arm: $(BIN)
+	$(MAKE) -j2 ARCH=aarch64 tests
+	$(MAKE) ARCH=aarch64 test TESTS="$(ARM_CI_TESTS)"
+
 deps:
 	bash tools/install-deps
 
@@ -270,4 +282,4 @@ fuzz-smoke:
 	bash tests/test_fuzz_smoke.sh
 
 .PHONY: all tests test check test-full demo deps install clean bench bench-q8 bench-sgemm \
-        bench-attn arm-ipm tsan fuzz fuzz-build fuzz-smoke compile_commands.json tier-flags-of
+        bench-attn arm-ipm test-arm tsan fuzz fuzz-build fuzz-smoke compile_commands.json tier-flags-of

@@ -91,6 +91,18 @@ else
 int32x4_t f(int32x4_t a, int8x16_t b, int8x16_t c) { return vdotq_s32(a, b, c); }'
     plant -march=armv8.2-a+i8mm '#include <arm_neon.h>
 int32x4_t f(int32x4_t a, int8x16_t b, int8x16_t c) { return vmmlaq_s32(a, b, c); }'
+    # the macOS branch of the CPU detection (FEAT_* sysctls) compiles, against a stand-in for
+    # <sys/sysctl.h> with Apple's prototype (no macOS SDK here)
+    stub=$(mktemp -d) && mkdir -p "$stub/sys" &&
+        echo 'int sysctlbyname(const char *, void *, unsigned long *, void *, unsigned long);' \
+            >"$stub/sys/sysctl.h"
+    if "$CC_ARCH" -std=c11 -Wall -Wextra -Werror -D__APPLE__ -I"$stub" -Ikernels -fsyntax-only \
+        kernels/cpu.c 2>"$stub/err"; then
+        echo "PASS: the macOS CPU detection compiles (sysctlbyname FEAT_*)"
+    else
+        echo "FAIL: the macOS CPU detection does not compile: $(head -3 "$stub/err" | tr '\n' ' ')"
+    fi
+    rm -rf "$stub"
     plant -march=armv8.2-a+sve '#include <arm_sve.h>
 svfloat32_t f(svfloat32_t a, svfloat32_t b) { return svadd_f32_x(svptrue_b32(), a, b); }'
 fi
