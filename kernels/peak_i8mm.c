@@ -1,30 +1,6 @@
 /* peak_i8mm.c - int8 peak with SMMLA (vmmlaq_s32: a 2 x 8 by 8 x 2 product, 32 MACs into a
- * 2 x 2 int32 tile), armv8.6-a i8mm. */
-#include <arm_neon.h>
-
-#include "peak.h"
-
-double ge_peak_int8_i8mm(double seconds)
-{
-    int32x4_t acc[12];
-    const int8x16_t x = vdupq_n_s8(3), w = vdupq_n_s8(-2);
-#pragma GCC unroll 16
-    for (int i = 0; i < 12; i++)
-        acc[i] = vdupq_n_s32(i); /* distinct chains: equal ones would be merged */
-    double t0 = ge_peak_clock(), t;
-    long iters = 0;
-    do {
-        for (int r = 0; r < 100000; r++)
-#pragma GCC unroll 16
-            for (int i = 0; i < 12; i++)
-                acc[i] = vmmlaq_s32(acc[i], x, w);
-        iters += 100000;
-    } while ((t = ge_peak_clock() - t0) < seconds);
-    int32x4_t s = acc[0];
-#pragma GCC unroll 16
-    for (int i = 1; i < 12; i++)
-        s = vaddq_s32(s, acc[i]);
-    volatile int sink = vgetq_lane_s32(s, 0);
-    (void)sink;
-    return (double)iters * 12 * 32 / t * 1e-9;
-}
+ * 2 x 2 int32 tile), armv8.6-a i8mm (peak_arm.h). */
+#define PEAK_OP vmmlaq_s32
+#define PEAK_MACS 32
+#define PEAK_NAME ge_peak_int8_i8mm
+#include "peak_arm.h"
