@@ -6,8 +6,8 @@
  * q' . r_(i-s), two dot products in order over the head dim; capped as
  * cap * tanh(l / cap) = cap * sign(y) (1 - e) / (1 + e), e = expf(-2 |y|), y = l / cap
  * (kernels/act.h: glibc's tanhf differs across architectures); the exact max;
- * p = expf(l - max); o = sum_s p_s v_s / sum_s p_s in key order. The vector tiers compute each logit with one fma chain per lane over
- * q' . fma(k, k_scale, r)
+ * p = expf(l - max); o = sum_s p_s v_s / sum_s p_s in key order. The vector tiers compute
+ * each logit with one fma chain per lane over q' . fma(k, k_scale, r)
  * and a fixed lane reduction, the cap as cap * sign(y) (1 - e) / (1 + e) with e = exp(-2 |y|),
  * y = l / cap, and the softmax with the exact max and the polynomial exp (attn.h); p . v
  * accumulates in key order with one fma per element per key. Each row depends only on its own

@@ -1,7 +1,8 @@
 /* q8.c - the Q8_0 GEMM family's entry in the kernel table: which functions each tier uses.
  * x86-64 builds implement scalar, avx2, avxvnni and avx512; arm64 builds scalar, neon,
- * dotprod and i8mm (the quantiser is neon's on all three). Each tier brings its own packed layout (q8.h), so
- * q8_row_group, q8_packed_size, q8_pack and q8_gemm always come from the same tier. */
+ * dotprod and i8mm (the quantiser is neon's on all three). Each tier brings its own packed
+ * layout (q8.h), so q8_row_group, q8_packed_size, q8_pack and q8_gemm always come from the
+ * same tier. */
 #include "q8.h"
 
 static void set_scalar(ge_kern *k)

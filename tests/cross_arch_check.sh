@@ -35,17 +35,19 @@ root=$PWD
         printf '{"id": "%s", "image": "%s/testdata/images/%s"}\n' "$f" "$root" "$f"
     done
     printf '{"id": "wav", "audio": "%s/%s/one-1s.wav"}\n' "$root" "$OUT"
-    printf '{"id": "mix", "content": [{"type": "text", "text": "a picture"}, {"type": "image", "image": "%s/testdata/images/square.webp"}, {"type": "audio", "audio": "%s/%s/one-1s.wav"}]}\n' \
-        "$root" "$root" "$OUT"
+    printf '{"id": "mix", "content": [{"type": "text", "text": "a picture"}, %s, %s]}\n' \
+        "$(printf '{"type": "image", "image": "%s/testdata/images/square.webp"}' "$root")" \
+        "$(printf '{"type": "audio", "audio": "%s/%s/one-1s.wav"}' "$root" "$OUT")"
 } >"$OUT/media.jsonl"
 printf '{"id": "mp4", "video": "%s/%s/tsrc-3s-4x3.mp4"}\n' "$root" "$OUT" >"$OUT/video.jsonl"
 
+towers="-m testdata/tiny-q8_0.gguf --mmproj testdata/tiny-mmproj-both-q8_0.gguf"
 cases=(
     "text-q8_0|-m testdata/tiny-q8_0.gguf $OUT/texts.jsonl"
     "text-f32|-m testdata/tiny-f32.gguf $OUT/texts.jsonl"
     "text-q4_k_m|-m $OUT/small-q4_k_m.gguf $OUT/texts.jsonl"
-    "media-q8_0|-m testdata/tiny-q8_0.gguf --mmproj testdata/tiny-mmproj-both-q8_0.gguf --image-tokens 70 $OUT/media.jsonl"
-    "video-q8_0|-m testdata/tiny-q8_0.gguf --mmproj testdata/tiny-mmproj-both-q8_0.gguf --video-tokens 70 $OUT/video.jsonl"
+    "media-q8_0|$towers --image-tokens 70 $OUT/media.jsonl"
+    "video-q8_0|$towers --video-tokens 70 $OUT/video.jsonl"
 )
 hash_of() { # BIN TIER ARGS...: the output's hash (an exit status is part of it)
     local bin=$1 tier=$2
@@ -62,8 +64,9 @@ for c in "${cases[@]}"; do
     for t in scalar neon dotprod i8mm; do
         h[$t]=$(hash_of "$ARM" "$t" "${args[@]}")
     done
+    same() { [ "$1" = "$2" ] && echo writes || echo differs from; }
     if [ "$name" = video-q8_0 ]; then
-        echo "  ($name: arm64 scalar $([ "${h[scalar]}" = "$x" ] && echo writes || echo differs from) the x86-64 scalar tier's bytes: libswscale)"
+        echo "  ($name: arm64 scalar $(same "${h[scalar]}" "$x") x86-64 scalar's bytes: libswscale)"
     elif [ "${h[scalar]}" = "$x" ]; then
         echo "PASS: cross-arch $name: arm64 scalar writes the x86-64 scalar tier's bytes ($x)"
     else
@@ -74,5 +77,5 @@ for c in "${cases[@]}"; do
     else
         echo "FAIL: cross-arch $name: neon ${h[neon]}, dotprod ${h[dotprod]}, i8mm ${h[i8mm]}"
     fi
-    echo "  ($name: neon $([ "${h[neon]}" = "$x2" ] && echo writes || echo differs from) the x86-64 avx2 tier's bytes)"
+    echo "  ($name: neon $(same "${h[neon]}" "$x2") the x86-64 avx2 tier's bytes)"
 done
