@@ -8,7 +8,9 @@
 #include "bench.h"
 #include "input.h"
 #include "msg.h"
+#include "output.h"
 #include "paths.h"
+#include "pipeline.h"
 
 typedef struct {
     char name[64];
@@ -69,41 +71,6 @@ static bool add_synth_case(ge_model *m, bench_case *c, int n_seq, int len)
     return true;
 }
 
-/* The given input as one case: every good text record, truncated to the context. */
-static bool add_input_case(const ge_opts *o, ge_model *m, bench_case *c)
-{
-    ge_in *in = ge_in_create(o->files, o->nfiles, o->input);
-    ge_rec r;
-    ge_err err;
-    size_t cap = 0;
-    const char *gp = o->prefix ? o->prefix : o->prompt ? ge_prompt_find(o->prompt) : NULL;
-    if (!in)
-        return false;
-    while (ge_in_next(in, &r, &err) > 0) {
-        if (r.err_code)
-            continue;
-        ge_tokens t = {0};
-        if (ge_tokenize(m, r.prefix ? r.prefix : gp, r.text, r.text_len, &t, &err)) {
-            ge_tokens_free(&t);
-            continue;
-        }
-        ge_tokens_truncate(m, &t, (size_t)ge_model_max_tokens(m));
-        if ((size_t)c->n_seq == cap) {
-            cap = cap ? 2 * cap : 64;
-            c->ids = realloc(c->ids, cap * sizeof *c->ids);
-            c->lens = realloc(c->lens, cap * sizeof *c->lens);
-            if (!c->ids || !c->lens)
-                return false;
-        }
-        c->ids[c->n_seq] = t.ids;
-        c->lens[c->n_seq++] = t.n;
-        c->tokens += t.n;
-    }
-    ge_in_free(in);
-    snprintf(c->name, sizeof c->name, "input: %d records", c->n_seq);
-    return c->n_seq > 0;
-}
-
 ge_status ge_bench_weights(FILE *f, const ge_opts *o, const ge_model *m, ge_err *err)
 {
     const char *files[3] = {o->model, o->n_mmproj > 0 ? o->mmproj[0] : NULL,
@@ -130,7 +97,7 @@ ge_status ge_bench_weights(FILE *f, const ge_opts *o, const ge_model *m, ge_err 
 }
 
 /* The per-operation table of one phase: share of its time, GMAC/s, % of the machine's peak. */
-static void ops_table(const ge_stats *t, double phase_seconds, double peak8, double peak32,
+static void ops_table(const ge_op_stats *t, double phase_seconds, double peak8, double peak32,
                       int threads)
 {
     fprintf(stderr, "\n| %-11s | %6s | %9s | %8s | %12s |\n", "operation", "share", "GMAC/s",
@@ -152,7 +119,7 @@ static void ops_table(const ge_stats *t, double phase_seconds, double peak8, dou
 }
 
 /* The per-operation totals as a JSON object. */
-static void ops_json(FILE *f, const ge_stats *t)
+static void ops_json(FILE *f, const ge_op_stats *t)
 {
     fputc('{', f);
     for (int op = 0; op < GE_OP_COUNT; op++)
@@ -164,14 +131,18 @@ static void ops_json(FILE *f, const ge_stats *t)
 
 static void stats_add(ge_stats *total, const ge_stats *s)
 {
-    for (int op = 0; op < GE_OP_COUNT; op++) {
-        total->seconds[op] += s->seconds[op];
-        total->macs[op] += s->macs[op];
-        total->calls[op] += s->calls[op];
-    }
+    for (int ph = 0; ph < GE_PHASE_COUNT; ph++)
+        for (int op = 0; op < GE_OP_COUNT; op++) {
+            total->ops[ph].seconds[op] += s->ops[ph].seconds[op];
+            total->ops[ph].macs[op] += s->ops[ph].macs[op];
+            total->ops[ph].calls[op] += s->ops[ph].calls[op];
+        }
     total->forward_seconds += s->forward_seconds;
+    total->pool_seconds += s->pool_seconds;
     total->vision_seconds += s->vision_seconds;
     total->audio_seconds += s->audio_seconds;
+    total->images += s->images;
+    total->clips += s->clips;
 }
 
 /* The sample standard deviation of reps values from their sum and sum of squares. */
@@ -224,7 +195,7 @@ static ge_status bench_images(ge_model *m, int reps, image_case *cases, int *n_c
             sum += st.vision_seconds, sum2 += st.vision_seconds * st.vision_seconds;
             secs += st.vision_seconds;
             for (int op = 0; op < GE_OP_COUNT; op++)
-                macs += st.macs[op];
+                macs += st.ops[GE_PHASE_VISION].macs[op];
             stats_add(total, &st);
         }
         free(patches), free(pos), free(rows);
@@ -290,7 +261,7 @@ static ge_status bench_audio(ge_model *m, int reps, audio_case *cases, int *n_ca
             sum += st.audio_seconds, sum2 += st.audio_seconds * st.audio_seconds;
             secs += st.audio_seconds;
             for (int op = 0; op < GE_OP_COUNT; op++)
-                macs += st.macs[op];
+                macs += st.ops[GE_PHASE_AUDIO].macs[op];
             stats_add(total, &st);
         }
         free(pcm), free(rows);
@@ -303,6 +274,162 @@ static ge_status bench_audio(ge_model *m, int reps, audio_case *cases, int *n_ca
     }
     ge_model_trim(m);
     return GE_OK;
+}
+
+/* ---- --bench FILE: the records given, through the whole pipeline ------------------------ */
+
+/* The stages of a run, as --bench FILE reports them. */
+enum {
+    ST_READ, ST_DECODE_IMAGE, ST_DECODE_AUDIO, ST_DECODE_VIDEO, ST_TOKENIZE, ST_VISION, ST_AUDIO,
+    ST_ENCODER, ST_POOL, ST_TOWER_REST, ST_WRITE, ST_WALL, ST_COUNT
+};
+static const char *const stage_names[ST_COUNT] = {
+    "read", "decode image", "decode audio", "decode video", "tokenize", "vision tower",
+    "audio tower", "text encoder", "pooling head", "tower: other", "write", "end to end"};
+static const char *const stage_keys[ST_COUNT] = {
+    "read", "decode_image", "decode_audio", "decode_video", "tokenize", "vision_tower",
+    "audio_tower", "text_encoder", "pooling", "tower_other", "write", "wall"};
+
+typedef struct {
+    double sum[ST_COUNT], sum2[ST_COUNT]; /* seconds per run, over the timed runs */
+    double first_run;                     /* the untimed first run (cold) */
+    ge_pipe_result res;                   /* of the last run */
+    ge_stats stats;                       /* the model's, summed over the timed runs */
+} input_bench;
+
+/* One pass of the pipeline over the input files, the rows written to /dev/null in the format
+ * the command asks for (its writing cost is part of the profile). */
+static ge_exit run_input(const ge_opts *o, ge_model *m, double sec[ST_COUNT],
+                         ge_pipe_result *res, ge_stats *st)
+{
+    ge_out_cfg oc = {.format = o->format ? o->format : ge_out_guess(o->output),
+                     .base64 = o->base64, .tokenize = o->tokenize, .path = "/dev/null",
+                     .errors = "/dev/null", .dim = o->dim ? o->dim : ge_model_dim(m)};
+    if (oc.format == GE_FMT_NPY || oc.format == GE_FMT_F32)
+        oc.ids = "/dev/null";
+    ge_in *in = ge_in_create(o->files, o->nfiles, o->input);
+    ge_out *out = NULL;
+    ge_err err;
+    unsigned long long skip = 0;
+    if (!in || ge_out_open(&out, &oc, &skip, &err)) {
+        ge_say("--bench: %s", in ? err.msg : "out of memory");
+        ge_in_free(in);
+        return GE_EXIT_IO;
+    }
+    atomic_int stop = 0;
+    const char *prefix = o->prefix ? o->prefix : o->prompt ? ge_prompt_find(o->prompt) : NULL;
+    const ge_pipe_cfg pc = {.o = o, .model = m, .in = in, .out = out, .prefix = prefix,
+                            .dim = oc.dim, .binary = oc.format != GE_FMT_JSONL, .stop = &stop};
+    ge_model_stats_reset(m);
+    const double t0 = ge_now();
+    ge_exit rc = ge_pipeline_run(&pc, res);
+    char note[600];
+    if (ge_out_close(out, note, sizeof note, &err) && rc == GE_EXIT_OK)
+        rc = GE_EXIT_IO;
+    sec[ST_WALL] = ge_now() - t0;
+    ge_in_free(in);
+    ge_model_stats(m, st);
+    const ge_pipe_times *t = &res->times;
+    sec[ST_READ] = t->read;
+    sec[ST_DECODE_IMAGE] = t->decode[GE_KIND_IMAGE];
+    sec[ST_DECODE_AUDIO] = t->decode[GE_KIND_AUDIO];
+    sec[ST_DECODE_VIDEO] = t->decode[GE_KIND_VIDEO];
+    sec[ST_TOKENIZE] = t->tokenize;
+    sec[ST_VISION] = st->vision_seconds;
+    sec[ST_AUDIO] = st->audio_seconds;
+    sec[ST_ENCODER] = st->forward_seconds;
+    sec[ST_POOL] = st->pool_seconds;
+    sec[ST_TOWER_REST] = fmax(0, t->tower - st->vision_seconds - st->audio_seconds -
+                                     st->forward_seconds);
+    sec[ST_WRITE] = t->write;
+    return rc;
+}
+
+/* A first run (cold: weights repacked, media libraries loaded), then reps timed ones. */
+static ge_exit bench_input(const ge_opts *o, ge_model *m, int reps, input_bench *b)
+{
+    memset(b, 0, sizeof *b);
+    for (int i = 0; i < o->nfiles; i++)
+        if (strcmp(o->files[i], "-") == 0) {
+            ge_say("--bench: the input is read %d times: give files, not the standard input",
+                   reps + 1);
+            return GE_EXIT_USAGE;
+        }
+    for (int r = -1; r < reps; r++) {
+        double sec[ST_COUNT];
+        ge_stats st;
+        ge_exit rc = run_input(o, m, sec, &b->res, &st);
+        if (rc != GE_EXIT_OK)
+            return rc;
+        if (r < 0) {
+            b->first_run = sec[ST_WALL];
+            continue;
+        }
+        for (int k = 0; k < ST_COUNT; k++)
+            b->sum[k] += sec[k], b->sum2[k] += sec[k] * sec[k];
+        stats_add(&b->stats, &st);
+    }
+    return GE_EXIT_OK;
+}
+
+static void input_table(const ge_opts *o, const input_bench *b, int reps, double peak8,
+                        double peak32, int threads)
+{
+    const ge_pipe_result *r = &b->res;
+    const double wall = b->sum[ST_WALL] / reps;
+    fprintf(stderr, "input: %d file%s, %llu records (%llu failed), %llu tokens; decoded per run: "
+            "%llu images, %llu clips, %llu videos\n", o->nfiles, o->nfiles > 1 ? "s" : "",
+            r->records, r->failed, r->tokens, r->times.decoded[GE_KIND_IMAGE],
+            r->times.decoded[GE_KIND_AUDIO], r->times.decoded[GE_KIND_VIDEO]);
+    fprintf(stderr, "first run (cold) %.3f s; then %.1f records/s, %.1f tokens/s\n\n",
+            b->first_run, wall > 0 ? r->records / wall : 0, wall > 0 ? r->tokens / wall : 0);
+    fprintf(stderr, "| %-20s | %25s | %8s |\n", "stage", "s per run (mean ± sd)", "of wall");
+    fprintf(stderr, "|----------------------|--------------------------|----------|\n");
+    for (int k = 0; k < ST_COUNT; k++) {
+        const double mean = b->sum[k] / reps;
+        if (mean == 0 && k != ST_WALL && k != ST_TOKENIZE && k != ST_ENCODER)
+            continue; /* a modality the input does not have */
+        fprintf(stderr, "| %-20s | %11.4f ± %10.4f | %7.1f%% |\n", stage_names[k], mean,
+                sd_of(b->sum[k], b->sum2[k], reps), wall > 0 ? 100.0 * mean / wall : 0);
+    }
+    fprintf(stderr, "(the reader, the decode/tokenize worker, the tower and the writer run on "
+            "threads of their own, so their shares overlap; the pooling head is part of the "
+            "text encoder)\n");
+    static const char *const titles[GE_PHASE_COUNT] = {"text encoder", "vision tower",
+                                                       "audio tower"};
+    const double phase_s[GE_PHASE_COUNT] = {b->stats.forward_seconds, b->stats.vision_seconds,
+                                            b->stats.audio_seconds};
+    for (int ph = 0; ph < GE_PHASE_COUNT; ph++) {
+        if (phase_s[ph] <= 0)
+            continue;
+        fprintf(stderr, "\n%s:", titles[ph]);
+        ops_table(&b->stats.ops[ph], phase_s[ph], peak8, peak32, threads);
+    }
+}
+
+static void input_json(FILE *f, const ge_opts *o, const input_bench *b, int reps)
+{
+    const ge_pipe_result *r = &b->res;
+    const double wall = b->sum[ST_WALL] / reps;
+    fprintf(f, "\n  {\"name\": \"input: %llu records\", \"records\": %llu, \"tokens\": %llu, "
+            "\"tokens_per_s_mean\": %.2f, \"records_per_s\": %.3f}],\n", r->records, r->records,
+            r->tokens, wall > 0 ? r->tokens / wall : 0, wall > 0 ? r->records / wall : 0);
+    fprintf(f, " \"input\": {\"files\": %d, \"records\": %llu, \"failed\": %llu, \"tokens\": %llu,"
+            " \"images\": %llu, \"clips\": %llu, \"videos\": %llu, \"first_run_s\": %.4f},\n",
+            o->nfiles, r->records, r->failed, r->tokens, r->times.decoded[GE_KIND_IMAGE],
+            r->times.decoded[GE_KIND_AUDIO], r->times.decoded[GE_KIND_VIDEO], b->first_run);
+    fprintf(f, " \"stages\": {");
+    for (int k = 0; k < ST_COUNT; k++)
+        fprintf(f, "%s\n  \"%s\": {\"seconds_mean\": %.5f, \"seconds_sd\": %.5f}", k ? "," : "",
+                stage_keys[k], b->sum[k] / reps, sd_of(b->sum[k], b->sum2[k], reps));
+    fprintf(f, "},\n \"operations\": ");
+    ops_json(f, &b->stats.ops[GE_PHASE_TEXT]);
+    fprintf(f, ",\n \"forward_seconds\": %.4f,\n \"image_operations\": ",
+            b->stats.forward_seconds);
+    ops_json(f, &b->stats.ops[GE_PHASE_VISION]);
+    fprintf(f, ",\n \"audio_operations\": ");
+    ops_json(f, &b->stats.ops[GE_PHASE_AUDIO]);
+    fprintf(f, "}\n");
 }
 
 ge_exit ge_bench_run(const ge_opts *o, ge_model *m, double t_start)
@@ -326,9 +453,7 @@ ge_exit ge_bench_run(const ge_opts *o, ge_model *m, double t_start)
     ge_tokens_free(&first);
 
     bool ok = true;
-    if (o->nfiles > 0) {
-        ok = add_input_case(o, m, &cases[nc++]);
-    } else {
+    if (o->nfiles == 0) { /* else the input, through the pipeline (bench_input) */
         const int max = ge_model_max_tokens(m);
         const struct { int n, len; } plan[] = {{64, 128}, {1, 8}, {1, 32}, {1, 128}, {1, 512},
                                                {1, 2048}};
@@ -354,9 +479,20 @@ ge_exit ge_bench_run(const ge_opts *o, ge_model *m, double t_start)
     if (ge_bench_weights(stderr, o, m, &werr))
         ge_say("%s", werr.msg);
     fputc('\n', stderr);
-    fprintf(stderr, "| %-20s | %7s | %4s | %22s | %9s |\n", "case", "tokens", "reps",
+    input_bench in_b;
+    if (o->nfiles) {
+        ge_exit rc = bench_input(o, m, reps, &in_b);
+        if (rc != GE_EXIT_OK) {
+            free(vec);
+            return rc;
+        }
+        input_table(o, &in_b, reps, peak8, peak32, threads);
+    }
+    if (nc)
+        fprintf(stderr, "| %-20s | %7s | %4s | %22s | %9s |\n", "case", "tokens", "reps",
             "tokens/s (mean ± sd)", "records/s");
-    fprintf(stderr, "|%.22s|%.9s|%.6s|%.24s|%.11s|\n", "------------------------",
+    if (nc)
+        fprintf(stderr, "|%.22s|%.9s|%.6s|%.24s|%.11s|\n", "------------------------",
             "---------", "------", "------------------------", "-----------");
     for (int i = 0; i < nc; i++) {
         bench_case *c = &cases[i];
@@ -387,7 +523,8 @@ ge_exit ge_bench_run(const ge_opts *o, ge_model *m, double t_start)
                 reps, c->mean, c->sd, c->rec_per_s);
     }
 
-    ops_table(&total, total.forward_seconds, peak8, peak32, threads);
+    if (nc)
+        ops_table(&total.ops[GE_PHASE_TEXT], total.forward_seconds, peak8, peak32, threads);
 
     /* with --mmproj and no input: one image per budget through the vision tower */
     image_case icases[MAX_BUDGETS];
@@ -416,7 +553,7 @@ ge_exit ge_bench_run(const ge_opts *o, ge_model *m, double t_start)
                     icases[i].patches, icases[i].soft, reps, icases[i].mean, icases[i].sd,
                     icases[i].gmacs);
         }
-        ops_table(&itotal, itotal.vision_seconds, peak8, peak32, threads);
+        ops_table(&itotal.ops[GE_PHASE_VISION], itotal.vision_seconds, peak8, peak32, threads);
     }
     /* and a clip of each duration through the audio tower; a failure there is reported and
      * the run goes on (exit status 1 at the end) */
@@ -444,7 +581,7 @@ ge_exit ge_bench_run(const ge_opts *o, ge_model *m, double t_start)
                     acases[i].soft, reps, acases[i].mean, acases[i].sd, acases[i].rate,
                     acases[i].gmacs);
         }
-        ops_table(&atotal, atotal.audio_seconds, peak8, peak32, threads);
+        ops_table(&atotal.ops[GE_PHASE_AUDIO], atotal.audio_seconds, peak8, peak32, threads);
     }
     struct rusage ru;
     getrusage(RUSAGE_SELF, &ru);
@@ -462,31 +599,35 @@ ge_exit ge_bench_run(const ge_opts *o, ge_model *m, double t_start)
                 " \"time_to_first_vector_s\": %.4f, \"peak_rss_mb\": %.1f,\n \"cases\": [",
                 ge_model_describe(m), ge_model_tier(m), threads, reps, peak8, peak32, ttfv,
                 ru.ru_maxrss / 1024.0);
-        for (int i = 0; i < nc; i++)
-            fprintf(f, "%s\n  {\"name\": \"%s\", \"records\": %d, \"tokens\": %zu, "
-                    "\"tokens_per_s_mean\": %.2f, \"tokens_per_s_sd\": %.2f, "
-                    "\"records_per_s\": %.3f}", i ? "," : "", cases[i].name, cases[i].n_seq,
-                    cases[i].tokens, cases[i].mean, cases[i].sd, cases[i].rec_per_s);
-        fprintf(f, "],\n \"operations\": ");
-        ops_json(f, &total);
-        fprintf(f, ",\n \"forward_seconds\": %.4f,\n \"images\": [", total.forward_seconds);
-        for (int i = 0; i < n_img; i++)
-            fprintf(f, "%s\n  {\"budget\": %d, \"patches\": %d, \"soft_tokens\": %d, "
-                    "\"seconds_mean\": %.4f, \"seconds_sd\": %.4f, \"gmacs\": %.2f}",
-                    i ? "," : "", icases[i].budget, icases[i].patches, icases[i].soft,
-                    icases[i].mean, icases[i].sd, icases[i].gmacs);
-        fprintf(f, "],\n \"image_operations\": ");
-        ops_json(f, &itotal);
-        fprintf(f, ",\n \"audio\": [");
-        for (int i = 0; i < n_aud; i++)
-            fprintf(f, "%s\n  {\"audio_seconds\": %g, \"samples\": %lld, \"soft_tokens\": %d, "
-                    "\"seconds_mean\": %.4f, \"seconds_sd\": %.4f, "
-                    "\"audio_seconds_per_s\": %.2f, \"gmacs\": %.2f}", i ? "," : "",
-                    acases[i].duration, (long long)acases[i].samples, acases[i].soft,
-                    acases[i].mean, acases[i].sd, acases[i].rate, acases[i].gmacs);
-        fprintf(f, "],\n \"audio_operations\": ");
-        ops_json(f, &atotal);
-        fprintf(f, "}\n");
+        if (o->nfiles)
+            input_json(f, o, &in_b, reps);
+        else {
+            for (int i = 0; i < nc; i++)
+                fprintf(f, "%s\n  {\"name\": \"%s\", \"records\": %d, \"tokens\": %zu, "
+                        "\"tokens_per_s_mean\": %.2f, \"tokens_per_s_sd\": %.2f, "
+                        "\"records_per_s\": %.3f}", i ? "," : "", cases[i].name, cases[i].n_seq,
+                        cases[i].tokens, cases[i].mean, cases[i].sd, cases[i].rec_per_s);
+            fprintf(f, "],\n \"operations\": ");
+            ops_json(f, &total.ops[GE_PHASE_TEXT]);
+            fprintf(f, ",\n \"forward_seconds\": %.4f,\n \"images\": [", total.forward_seconds);
+            for (int i = 0; i < n_img; i++)
+                fprintf(f, "%s\n  {\"budget\": %d, \"patches\": %d, \"soft_tokens\": %d, "
+                        "\"seconds_mean\": %.4f, \"seconds_sd\": %.4f, \"gmacs\": %.2f}",
+                        i ? "," : "", icases[i].budget, icases[i].patches, icases[i].soft,
+                        icases[i].mean, icases[i].sd, icases[i].gmacs);
+            fprintf(f, "],\n \"image_operations\": ");
+            ops_json(f, &itotal.ops[GE_PHASE_VISION]);
+            fprintf(f, ",\n \"audio\": [");
+            for (int i = 0; i < n_aud; i++)
+                fprintf(f, "%s\n  {\"audio_seconds\": %g, \"samples\": %lld, \"soft_tokens\": %d, "
+                        "\"seconds_mean\": %.4f, \"seconds_sd\": %.4f, "
+                        "\"audio_seconds_per_s\": %.2f, \"gmacs\": %.2f}", i ? "," : "",
+                        acases[i].duration, (long long)acases[i].samples, acases[i].soft,
+                        acases[i].mean, acases[i].sd, acases[i].rate, acases[i].gmacs);
+            fprintf(f, "],\n \"audio_operations\": ");
+            ops_json(f, &atotal.ops[GE_PHASE_AUDIO]);
+            fprintf(f, "}\n");
+        }
         if (fclose(f)) {
             ge_say("%s: write error", o->bench_json);
             return GE_EXIT_IO;

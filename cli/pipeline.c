@@ -91,6 +91,7 @@ typedef struct {
     double p_t0, p_last;
     size_t p_len;
     unsigned long long p_bytes0;
+    ge_pipe_times times;      /* each field written by its stage's thread only */
     /* reader's input position, for the writer's progress line */
     _Atomic unsigned long long pos_done, pos_total;
 } pipe_t;
@@ -261,6 +262,7 @@ static unsigned long long read_all(pipe_t *P)
     P->p_bytes0 = done;
     atomic_store(&P->pos_total, total);
     while (!stopping(P)) {
+        const double t0 = ge_now();
         int got = 1;
         if (o->shard_n > 1) { /* skip to the next record of this shard */
             unsigned long long want = (o->shard_i + o->shard_n - index % o->shard_n) %
@@ -284,6 +286,7 @@ static unsigned long long read_all(pipe_t *P)
         if (got == 0)
             break;
         index++;
+        P->times.read += ge_now() - t0;
         ge_in_position(in, &done, &total);
         atomic_store(&P->pos_done, done);
         slot s;
@@ -310,7 +313,9 @@ static void tokenize(pipe_t *P, slot *s, ge_tokens *toks)
     if (prefix && !*prefix)
         prefix = NULL;
     toks->n = 0;
+    const double t0 = ge_now();
     ge_status st = ge_tokenize(P->c->model, prefix, s->text, s->text_len, toks, &e);
+    P->times.tokenize += ge_now() - t0;
     free(s->text), free(s->prefix);
     s->text = s->prefix = NULL;
     bool ok = true;
@@ -455,6 +460,7 @@ static ge_status decode_media(pipe_t *P, slot *s, size_t i, budget *b, ge_err *e
     char *file = NULL;
     size_t len = it->len;
     ge_status st = GE_OK;
+    const double t0 = ge_now();
     if (!it->inline_bytes && (st = read_file(it->data, MEDIA_FILE_MAX, &file, &len, err)))
         return st;
     spend_ctx ctx = {P, s, i, b};
@@ -466,6 +472,8 @@ static ge_status decode_media(pipe_t *P, slot *s, size_t i, budget *b, ge_err *e
     free(file);
     free(it->data);
     it->data = NULL;
+    P->times.decode[it->m.kind] += ge_now() - t0;
+    P->times.decoded[it->m.kind]++;
     return st;
 }
 
@@ -511,9 +519,11 @@ static void decode_record(pipe_t *P, slot *s, ge_tokens *toks)
     }
     const char *prefix = s->prefix ? s->prefix : P->c->prefix;
     toks->n = 0;
+    const double t0 = ge_now();
     if (!st)
         st = ge_tokenize_parts(P->c->model, prefix && *prefix ? prefix : NULL, parts, np, toks,
                                &e);
+    P->times.tokenize += ge_now() - t0;
     free(parts), free(ts);
     const char *code = b.over ? "too_long" : NULL;
     if (!st && toks->n > P->max_tokens && !P->o->tokenize) {
@@ -830,7 +840,9 @@ static void *tower_main(void *v)
         size_t n = (size_t)(scan - first) < WINDOW_RECORDS ? (size_t)(scan - first)
                                                             : WINDOW_RECORDS;
         pthread_mutex_unlock(&P->mu);
+        const double t0 = ge_now();
         bool ok = P->o->tokenize || embed_window(P, first, &n);
+        P->times.tower += ge_now() - t0;
         pthread_mutex_lock(&P->mu);
         if (!ok) {
             pthread_mutex_unlock(&P->mu);
@@ -929,7 +941,9 @@ static void *writer_main(void *v)
             pthread_mutex_unlock(&P->mu);
             /* caught up: make what is written durable before waiting */
             if (last_index != checkpointed) {
+                const double t0 = ge_now();
                 failed = ge_out_checkpoint(P->c->out, last_index, &err) != GE_OK;
+                P->times.write += ge_now() - t0;
                 checkpointed = last_index;
             }
             progress(P, false);
@@ -946,6 +960,7 @@ static void *writer_main(void *v)
         pthread_mutex_unlock(&P->mu);
         unsigned long long q = first;
         size_t freed = 0;
+        const double t0 = ge_now();
         for (; q < end && !failed && !stop; q++) {
             slot *s = at(P, q);
             failed = !write_one(P, s, &err);
@@ -954,6 +969,7 @@ static void *writer_main(void *v)
             freed += s->bytes;
             slot_free(s);
         }
+        P->times.write += ge_now() - t0;
         pthread_mutex_lock(&P->mu);
         P->n_written = q;
         P->bytes -= freed;
@@ -1091,6 +1107,7 @@ ge_exit ge_pipeline_run(const ge_pipe_cfg *c, ge_pipe_result *res)
     for (unsigned long long q = P->n_written; q < P->n_read; q++)
         slot_free(at(P, q)); /* dropped by an abort */
     *res = P->res;
+    res->times = P->times;
     /* after a stop or an abort the output ends at the last record written */
     res->index = P->n_written == P->n_read && !atomic_load(&P->abort) ? index : P->last_index;
     ge_exit status = P->status;

@@ -41,6 +41,17 @@ typedef struct {
                                 the run must end early (0: none) */
 } ge_pipe_cfg;
 
+/* Where the pipeline's own stages spent their time, in seconds (for --bench FILE); the towers
+ * and the encoder inside the tower stage are timed by the model (ge_stats). */
+typedef struct {
+    double read;                              /* the reader: input parsing, --shard skips */
+    double decode[GE_KIND_COUNT];             /* media items by kind: file read and decode */
+    unsigned long long decoded[GE_KIND_COUNT];
+    double tokenize;                          /* texts and media blocks into token ids */
+    double tower;                             /* the tower thread's windows, all of them */
+    double write;                             /* rows formatted and written, checkpoints */
+} ge_pipe_times;
+
 typedef struct {
     unsigned long long records;  /* records read (this shard) */
     unsigned long long failed;   /* error records written */
@@ -48,6 +59,7 @@ typedef struct {
     unsigned long long tokens;   /* tokens of the embedded records */
     bool out_failed;             /* a write error was reported already */
     bool max_errors_hit;         /* stopped by --max-errors */
+    ge_pipe_times times;
 } ge_pipe_result;
 
 /* The options whose bounds come from the loaded model: --audio-max-seconds must leave a

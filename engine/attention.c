@@ -34,12 +34,10 @@ void ge_attention_with(ge_compute *cx, const ge_attn_args *a, int64_t n_tok, boo
     attn_job j = {a, k->attn, n_tok, (n_tok + QUERY_BLOCK - 1) / QUERY_BLOCK};
     double t0 = ge_now();
     ge_parallel(cx, (int64_t)a->n_head * j.n_qb, 0, attn_task, &j);
-    cx->stats.seconds[GE_OP_ATTENTION] += ge_now() - t0;
-    cx->stats.calls[GE_OP_ATTENTION]++;
     double keys = 0; /* q.k and p.v: 2 * keys * head_dim MACs per query and head */
     for (int64_t i = 0; i < n_tok; i++)
         keys += a->key_hi[i] - a->key_lo[i];
-    cx->stats.macs[GE_OP_ATTENTION] += 2.0 * keys * a->head_dim * a->n_head;
+    ge_compute_count(cx, GE_OP_ATTENTION, t0, 2.0 * keys * a->head_dim * a->n_head);
 }
 
 /* ---- dense attention over head-major planes (the vision tower) ------------------------- */
@@ -128,7 +126,6 @@ void ge_attention_dense(ge_compute *cx, const ge_attn_args *a, int64_t n_tok, bo
         ge_parallel(cx, (int64_t)group * j.n_qb, 0, dense_task, &j);
     }
     free(buf);
-    cx->stats.seconds[GE_OP_ATTENTION] += ge_now() - t0;
-    cx->stats.calls[GE_OP_ATTENTION]++;
-    cx->stats.macs[GE_OP_ATTENTION] += 2.0 * (double)n_tok * (double)n_tok * d * a->n_head;
+    ge_compute_count(cx, GE_OP_ATTENTION, t0,
+                     2.0 * (double)n_tok * (double)n_tok * d * a->n_head);
 }

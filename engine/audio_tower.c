@@ -484,11 +484,9 @@ static void row_pass(pass_job *j, pass_kind kind, int64_t n)
     ge_parallel(j->P->cx, (n + ROW_BLOCK - 1) / ROW_BLOCK, 0, pass_task, j);
     /* the attention pass under "attention" (with its MACs), the rest under "norm" */
     const ge_op op = kind == PASS_ATTN ? GE_OP_ATTENTION : GE_OP_NORM;
-    ge_stats *st = &j->P->cx->stats;
-    st->seconds[op] += ge_now() - t0;
-    st->calls[op]++;
-    if (kind == PASS_ATTN) /* q . (k + r) and p . v over about CONTEXT keys per query */
-        st->macs[op] += 2.0 * (double)n * CONTEXT * j->t->D;
+    /* attention: q . (k + r) and p . v over about CONTEXT keys per query */
+    ge_compute_count(j->P->cx, op, t0,
+                     kind == PASS_ATTN ? 2.0 * (double)n * CONTEXT * j->t->D : 0);
 }
 
 static void load_vecs(const ge_audio_tower *t, const alayer *l, vecs *v, float *buf)
@@ -627,8 +625,7 @@ static void ln_relu(const path *P, float *x, int64_t n, int c, const float *w)
     ln_job j = {P->k, x, n, c, w};
     const double t0 = ge_now();
     ge_parallel(P->cx, (n + LN_BLOCK - 1) / LN_BLOCK, 0, ln_relu_task, &j);
-    P->cx->stats.seconds[GE_OP_NORM] += ge_now() - t0;
-    P->cx->stats.calls[GE_OP_NORM]++;
+    ge_compute_count(P->cx, GE_OP_NORM, t0, 0);
 }
 
 /* The 3x3 patch at output (r, f) of a stride-2, padding-1 convolution over rows [0, rows) of

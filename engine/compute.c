@@ -121,3 +121,17 @@ const char *ge_op_name(ge_op op)
                                                    "quantize", "attention", "norm", "other"};
     return op < GE_OP_COUNT ? names[op] : "?";
 }
+
+const char *ge_phase_name(ge_phase phase)
+{
+    static const char *const names[GE_PHASE_COUNT] = {"text", "vision", "audio"};
+    return phase < GE_PHASE_COUNT ? names[phase] : "?";
+}
+
+void ge_compute_count(ge_compute *cx, ge_op op, double t0, double macs)
+{
+    ge_op_stats *s = &cx->stats.ops[cx->phase];
+    s->seconds[op] += ge_now() - t0;
+    s->calls[op]++;
+    s->macs[op] += macs;
+}

@@ -26,6 +26,7 @@ typedef struct {
     ge_packed_cache *packed;   /* repacked weights and activation scratch; the owner frees
                                   it with ge_linear_cache_free before ge_compute_free */
     ge_stats stats;
+    ge_phase phase;            /* whose operations ge_compute_count is counting now */
 } ge_compute;
 
 /* Pick the tier cfg asks for on this CPU, read the topology, start the pool and give each
@@ -35,6 +36,9 @@ void ge_compute_free(ge_compute *cx); /* accepts a cx whose open failed */
 
 /* Grow the per-worker scratch to rows of n values (towers wider than the text). */
 ge_status ge_compute_row_scratch(ge_compute *cx, int64_t n, ge_err *err);
+
+/* Count one operation for --bench under the current phase: the time since t0 and macs. */
+void ge_compute_count(ge_compute *cx, ge_op op, double t0, double macs);
 
 /* Run fn over n tasks on the pool, on at most max threads (0: the current cap). */
 void ge_parallel(ge_compute *cx, int64_t n, int max, ge_task_fn fn, void *ctx);

@@ -194,8 +194,7 @@ static void norm_rows(ge_model *m, float *x, int64_t rows, int n, const ge_tenso
     j.per_task = (64 * 512 + n - 1) / n;
     double t0 = ge_now();
     ge_parallel(&m->cx, (rows + j.per_task - 1) / j.per_task, 0, norm_task, &j);
-    m->cx.stats.seconds[GE_OP_NORM] += ge_now() - t0;
-    m->cx.stats.calls[GE_OP_NORM]++;
+    ge_compute_count(&m->cx, GE_OP_NORM, t0, 0);
 }
 
 /* Token-parallel elementwise steps of a layer over tokens [c0, c0 + n): wave rows by token,
@@ -398,6 +397,7 @@ static ge_status forward_wave(ge_model *m, const int32_t *ids, const float *cons
         goto done;
 
     /* final norm, mean over each sequence's tokens, then the (linear) projection, L2 */
+    const double t_pool = ge_now();
     norm_rows(m, b->x, T, H, &m->out_norm, b->w);
     float *mean = b->a; /* [n_seq, H] */
     for (int s = 0; s < n_seq; s++) {
@@ -414,6 +414,7 @@ static ge_status forward_wave(ge_model *m, const int32_t *ids, const float *cons
         goto done;
     for (int s = 0; s < n_seq; s++)
         ge_matryoshka(out + (size_t)s * hp->n_out, hp->n_out);
+    m->cx.stats.pool_seconds += ge_now() - t_pool;
 done:
     ge_compute_limit(&m->cx, prev_cap);
     return st;
@@ -478,7 +479,9 @@ ge_status ge_embed_batch_media(ge_model *m, const int32_t *const *ids, const siz
     /* waves: consecutive sequences while they fit in wave_tokens; longer ones alone */
     const size_t cap = (size_t)m->cx.cfg.v[GE_CFG_WAVE_TOKENS];
     const double t_start = ge_now();
-    ge_stats before = m->cx.stats;
+    const ge_phase phase = m->cx.phase; /* a tower's, when it yields to this wave */
+    m->cx.phase = GE_PHASE_TEXT;
+    const ge_op_stats before = m->cx.stats.ops[GE_PHASE_TEXT];
     int64_t *start = malloc((n + 1) * sizeof *start);
     int32_t *buf = NULL;
     const float **rows = NULL;
@@ -519,11 +522,13 @@ ge_status ge_embed_batch_media(ge_model *m, const int32_t *const *ids, const siz
         s0 = s1;
     }
     /* "other": the rest of the forward (embedding gathers, RoPE, GELU, residuals, pooling) */
+    ge_op_stats *text = &m->cx.stats.ops[GE_PHASE_TEXT];
     double elapsed = ge_now() - t_start, counted = 0;
     for (int op = 0; op < GE_OP_OTHER; op++)
-        counted += m->cx.stats.seconds[op] - before.seconds[op];
+        counted += text->seconds[op] - before.seconds[op];
     m->cx.stats.forward_seconds += elapsed;
-    m->cx.stats.seconds[GE_OP_OTHER] += elapsed - counted;
+    text->seconds[GE_OP_OTHER] += elapsed - counted;
+    m->cx.phase = phase;
     free(buf);
     free(rows);
     free(start);

@@ -537,17 +537,24 @@ ge_status ge_model_encode_audio(ge_model *m, const float *pcm, int64_t n, float 
 /* Free the media towers' workspaces (kept between items; the next item grows them again). */
 void ge_model_trim(ge_model *m);
 
-/* Where the time went, for --bench: wall time of each kind of operation since the last
- * reset, with the multiply-accumulates it did. */
+/* Where the time went, for --bench: per phase (the text encoder, the vision tower, the audio
+ * tower) and kind of operation, the wall time since the last reset and the
+ * multiply-accumulates done. A text wave run between two tower layers (--yield) counts
+ * under text. */
 typedef enum {
     GE_OP_Q8_GEMM, GE_OP_KQ_GEMM, GE_OP_SGEMM, GE_OP_LINEAR_REF, GE_OP_QUANTIZE, GE_OP_ATTENTION,
     GE_OP_NORM, GE_OP_OTHER, GE_OP_COUNT
 } ge_op;
+typedef enum { GE_PHASE_TEXT, GE_PHASE_VISION, GE_PHASE_AUDIO, GE_PHASE_COUNT } ge_phase;
 typedef struct {
     double seconds[GE_OP_COUNT];
     double macs[GE_OP_COUNT];
     unsigned long long calls[GE_OP_COUNT];
+} ge_op_stats;
+typedef struct {
+    ge_op_stats ops[GE_PHASE_COUNT];
     double forward_seconds; /* all of ge_embed / ge_embed_batch */
+    double pool_seconds;    /* of which the head: final norm, mean pooling, projection, L2 */
     unsigned long long tokens, sequences, waves;
     double vision_seconds;      /* ge_model_encode_image, less the text it yielded to */
     unsigned long long images;
@@ -556,6 +563,7 @@ typedef struct {
     double audio_in_seconds;    /* duration of the audio encoded (samples / 16000) */
 } ge_stats;
 const char *ge_op_name(ge_op op);
+const char *ge_phase_name(ge_phase phase); /* "text", "vision", "audio" */
 /* Monotonic seconds: the clock of the stats (and of the CLI's timings, so both agree). */
 double ge_now(void);
 void ge_model_stats(const ge_model *m, ge_stats *out);

@@ -346,8 +346,7 @@ static ge_status quantize(ge_compute *cx, const ge_kern *k, const float *x, int 
     quant_job q = {k, x, cols, n_tok, &c->act};
     double t0 = ge_now();
     ge_parallel(cx, (n_tok + TOKEN_BLOCK - 1) / TOKEN_BLOCK, 0, quant_task, &q);
-    cx->stats.seconds[GE_OP_QUANTIZE] += ge_now() - t0;
-    cx->stats.calls[GE_OP_QUANTIZE]++;
+    ge_compute_count(cx, GE_OP_QUANTIZE, t0, 0);
     *out = &c->act;
     return GE_OK;
 }
@@ -439,10 +438,10 @@ static ge_status run_many(ge_compute *cx, const float *x, int n_tok, const float
     const int kind = j.o[0].k ? j.o[0].kind : 0;
     ge_op op = kind == PACK_Q8 ? GE_OP_Q8_GEMM : kind == KQ ? GE_OP_KQ_GEMM
              : kind == PACK_SG ? GE_OP_SGEMM : GE_OP_LINEAR_REF;
-    cx->stats.seconds[op] += ge_now() - t0;
-    cx->stats.calls[op]++;
+    double macs = 0;
     for (int i = 0; i < n_outs; i++)
-        cx->stats.macs[op] += (double)n_tok * (double)outs[i].w->ne0 * (double)outs[i].w->ne1;
+        macs += (double)n_tok * (double)outs[i].w->ne0 * (double)outs[i].w->ne1;
+    ge_compute_count(cx, op, t0, macs);
     return GE_OK;
 }
 

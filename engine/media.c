@@ -128,18 +128,44 @@ static void timed_yield(void *ctx)
     m->yield_seconds += ge_now() - t0;
 }
 
+/* A tower call's accounting: its phase for the operations it runs, and its time less the text
+ * waves it yielded to, of which what no operation counted (patch embedding, copies, the
+ * audio front end) under "other". */
+typedef struct {
+    double t0, y0;
+    ge_op_stats before;
+} tower_mark;
+
+static tower_mark tower_begin(ge_model *m, ge_phase phase)
+{
+    m->cx.phase = phase;
+    return (tower_mark){ge_now(), m->yield_seconds, m->cx.stats.ops[phase]};
+}
+
+static double tower_end(ge_model *m, const tower_mark *k)
+{
+    ge_op_stats *ops = &m->cx.stats.ops[m->cx.phase];
+    double seconds = ge_now() - k->t0 - (m->yield_seconds - k->y0), counted = 0;
+    for (int op = 0; op < GE_OP_COUNT; op++)
+        counted += ops->seconds[op] - k->before.seconds[op];
+    ops->seconds[GE_OP_OTHER] += seconds - counted;
+    ops->calls[GE_OP_OTHER]++;
+    m->cx.phase = GE_PHASE_TEXT;
+    return seconds;
+}
+
 ge_status ge_model_encode_image(ge_model *m, const float *patches, const int32_t *pos, int pw,
                                 int ph, float *rows, ge_err *err)
 {
     ge_status st = media_tower(m, false, err);
     if (st)
         return st;
-    double t0 = ge_now(), y0 = m->yield_seconds;
     const ge_yield hook = {timed_yield, m};
     const ge_yield *y = m->cx.cfg.v[GE_CFG_YIELD] && m->yield.fn ? &hook : NULL;
+    const tower_mark k = tower_begin(m, GE_PHASE_VISION);
     st = ge_vision_encode(&m->cx, m->vision, m->cx.cfg.v[GE_CFG_MEDIA_FAST], patches, pos,
                           pw * ph, pw, ph, rows, y, err);
-    m->cx.stats.vision_seconds += ge_now() - t0 - (m->yield_seconds - y0);
+    m->cx.stats.vision_seconds += tower_end(m, &k);
     m->cx.stats.images++;
     return st;
 }
@@ -187,22 +213,18 @@ ge_status ge_model_encode_audio(ge_model *m, const float *pcm, int64_t n, float 
         return st;
     int64_t valid = 0;
     const int64_t frames = ge_audio_frames(n, (ge_semantics)m->cx.cfg.v[GE_CFG_SEMANTICS], &valid);
-    double t0 = ge_now(), y0 = m->yield_seconds;
+    const tower_mark k = tower_begin(m, GE_PHASE_AUDIO);
     float *feat = malloc((size_t)frames * GE_AUDIO_MEL * sizeof *feat);
-    if (!feat)
-        return ge_fail(err, GE_E_NOMEM, "out of memory for %lld feature frames",
-                       (long long)frames);
     const ge_yield hook = {timed_yield, m};
-    double tf = ge_now();
-    st = ge_model_audio_features(m, pcm, n, feat, err);
-    m->cx.stats.seconds[GE_OP_OTHER] += ge_now() - tf; /* the log-mel front end */
-    m->cx.stats.calls[GE_OP_OTHER]++;
+    st = feat ? ge_model_audio_features(m, pcm, n, feat, err)
+              : ge_fail(err, GE_E_NOMEM, "out of memory for %lld feature frames",
+                        (long long)frames);
     if (!st)
         st = ge_audio_tower_encode(&m->cx, m->audio, m->cx.cfg.v[GE_CFG_MEDIA_FAST], feat, valid,
                                    rows, m->cx.cfg.v[GE_CFG_YIELD] && m->yield.fn ? &hook : NULL,
                                    err);
     free(feat);
-    m->cx.stats.audio_seconds += ge_now() - t0 - (m->yield_seconds - y0);
+    m->cx.stats.audio_seconds += tower_end(m, &k);
     m->cx.stats.clips++;
     m->cx.stats.audio_in_seconds += (double)n / GE_AUDIO_RATE;
     return st;

@@ -238,11 +238,13 @@ static int tower(int argc, char **argv, bool clip)
     if (!rc && getenv("AUDIO_DUMP_REPEAT")) { /* where the time went, over all the runs */
         ge_stats st;
         ge_model_stats(r.m, &st);
+        /* the tower alone runs under the phase the model is in (text); the CLI's way under audio */
+        const ge_op_stats *o = &st.ops[r.t ? GE_PHASE_TEXT : GE_PHASE_AUDIO];
         for (int op = 0; op < GE_OP_COUNT; op++)
-            if (st.calls[op])
+            if (o->calls[op])
                 fprintf(stderr, "  %-10s %8.3f s %8llu calls %8.1f GMAC/s\n", ge_op_name(op),
-                        st.seconds[op], st.calls[op],
-                        st.seconds[op] > 0 ? st.macs[op] / st.seconds[op] * 1e-9 : 0.0);
+                        o->seconds[op], o->calls[op],
+                        o->seconds[op] > 0 ? o->macs[op] / o->seconds[op] * 1e-9 : 0.0);
         fprintf(stderr, "  audio      %8.3f s (front end + tower)\n", st.audio_seconds);
     }
     if (!rc) {

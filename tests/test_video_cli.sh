@@ -210,6 +210,40 @@ check(v is not None and batch[1].get("embedding") == v and one_thread[0].get("em
       and no_yield[1].get("embedding") == v and files_vecs[1] == v,
       "the same bytes alone, in a batch, on 1 thread, with --no-yield and from --input files")
 
+# ---- --bench FILE: the given records, media included, profiled per stage ------------------
+recs = [{"id": "t", "text": "a text"}, {"id": "i", "image": IMAGE}, {"id": "a", "audio": "one.wav"},
+        {"id": "v", "video": "v43.mp4"}, {"id": "bad", "image": "nope.jpg"}]
+put_jsonl("bench.jsonl", recs)
+_, tok_rows, _ = run("--tokenize", "bench.jsonl")
+want_tokens = sum(len(r["tokens"]) for r in tok_rows if "tokens" in r)
+r = subprocess.run([BIN, "-m", TEXT, "--mmproj", BOTH, "--bench", "--bench-reps", "2",
+                    "--bench-json", os.path.abspath(p("bench.json")), "bench.jsonl"], cwd=d,
+                   capture_output=True, text=True, timeout=300)
+try:
+    b = json.load(open(p("bench.json")))
+    st = {k: v["seconds_mean"] for k, v in b["stages"].items()}
+    ok = (r.returncode == 0 and b["input"]["records"] == 5 and b["input"]["failed"] == 1
+          and (b["input"]["images"], b["input"]["clips"], b["input"]["videos"]) == (1, 1, 1)
+          and b["input"]["tokens"] == want_tokens and b["cases"][0]["tokens"] == want_tokens
+          and all(st[k] > 0 for k in ("decode_image", "decode_audio", "decode_video",
+                                      "tokenize", "vision_tower", "audio_tower",
+                                      "text_encoder", "pooling", "write", "wall"))
+          and st["pooling"] < st["text_encoder"] < st["wall"]
+          and b["image_operations"]["attention"]["gmac"] > 0
+          and b["audio_operations"]["q8_gemm"]["gmac"] > 0
+          and b["operations"]["q8_gemm"]["gmac"] > 0
+          and all(s in r.stderr for s in ("decode video", "vision tower:", "audio tower:",
+                                          "text encoder:", "5 records (1 failed)")))
+except (OSError, ValueError, KeyError, IndexError) as e:
+    ok, b = False, e
+check(ok, "--bench FILE: images, audio and video records profiled per stage (decode, "
+      "tokenize, each tower, the encoder, pooling, write) with per-kernel tables",
+      (r.returncode, want_tokens, b, r.stderr[-800:]))
+r = subprocess.run([BIN, "-m", TEXT, "--bench", "-"], cwd=d, capture_output=True, text=True,
+                   input="{\"text\": \"x\"}\n", timeout=60)
+check(r.returncode == 2 and "standard input" in r.stderr, "--bench on stdin: a usage error",
+      (r.returncode, r.stderr))
+
 print("test_video_cli: %d failed" % nfail)
 sys.exit(1 if nfail else 0)
 EOF
