@@ -52,11 +52,12 @@ GATES = {"tiny-f32": 0.99999, "tiny-q8_0": 0.999}
 DIMS = [None, 768, 512, 256, 128]          # None = no --dim switch
 ESCAPED = {"cjk", "emoji"}
 NORM_TOL = 1e-4
-TIMEOUT = 600
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from selfcheck import cosine, report as report_any, sha256  # noqa: E402
+from selfcheck import TIMEOUT_SCALE, cosine, report as report_any, sha256  # noqa: E402
 from selfcheck import finish as finish_script  # noqa: E402
+
+TIMEOUT = 600 * TIMEOUT_SCALE
 
 
 def report(name, ok, detail=""):

@@ -7,11 +7,14 @@ cosine() and run_jsonl(), the binary's JSONL records by id; and what the CLI scr
 import hashlib
 import json
 import math
+import os
 import subprocess
 import sys
 import traceback
 
 RESULTS = {"pass": 0, "fail": 0, "skip": 0}
+# tests/run sets 4 under qemu (make ARCH=aarch64): every command's timeout grows by it
+TIMEOUT_SCALE = int(os.environ.get("GE_TIMEOUT_SCALE", "1"))
 
 
 def report(name, ok, detail="", quiet_pass=False):
@@ -75,7 +78,7 @@ def run_jsonl(cmd, cwd, timeout, expect_errors=False):
     (dict id -> output record, error string or None)."""
     try:
         p = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, cwd=cwd,
-                           timeout=timeout, stdin=subprocess.DEVNULL)
+                           timeout=timeout * TIMEOUT_SCALE, stdin=subprocess.DEVNULL)
     except (OSError, subprocess.TimeoutExpired) as e:
         return None, "%s: %s" % (type(e).__name__, e)
     out = {}
@@ -98,7 +101,8 @@ def run_jsonl(cmd, cwd, timeout, expect_errors=False):
 def run_rows(cmd, cwd, timeout, env=None):
     """Run cmd in cwd: (exit status, its stdout lines as JSON values, {"bad line": line} for
     a line that is not JSON, its stderr)."""
-    r = subprocess.run(cmd, capture_output=True, text=True, cwd=cwd, timeout=timeout, env=env)
+    r = subprocess.run(cmd, capture_output=True, text=True, cwd=cwd,
+                       timeout=timeout * TIMEOUT_SCALE, env=env)
     rows = []
     for line in r.stdout.splitlines():
         try:
