@@ -1,7 +1,8 @@
 #!/usr/bin/python3
 """Compare gemmaembed's video and interleaved records with the stored float64 goldens.
 
-usage: tests/video_golden_check.py [--fast-only] [--quick | --full] BINARY [EXTRA_ARGS...]
+usage: tests/video_golden_check.py [--fast-only] [--quick | --full] [--golden DIR] BINARY
+                                   [EXTRA_ARGS...]
 
 The goldens golden/tiny-mmproj-video-q8_0.jsonl and golden/tiny-mmproj-video-f32.jsonl
 (tools/ref/mkgolden --only video; golden/README.md) hold records on the clips of
@@ -28,6 +29,9 @@ For each:
     every set of switches on the fast media path; the defaults also with --no-media-fast,
     --threads=1, --no-yield, --prepack, --no-flash, --no-sgemm and --no-media-q8-wide;
   - `--input files` (defaults): the five clips as paths, each the golden of that clip alone.
+--golden DIR reads the goldens and manifest there instead of golden/: tests/run makes an arm64
+build's under qemu from its own frames (tools/ref/videoref.py, GE_REF_FRAMES; FFmpeg's YUV to
+RGB conversion rounds differently per architecture).
 --fast-only keeps only the fast-path runs of the defaults' records (no --tokenize, no
 switches, no files mode): tests/run adds one per kernel tier. --quick leaves out the records
 on the 75 s clip (32 frames each: most of the time; the scalar tier and the sanitizer build).
@@ -226,15 +230,19 @@ def has_video_flags(binary):
 
 def main(argv):
     args = argv[1:]
+    global GOLDEN
     fast_only = quick = full = False
-    while args and args[0] in ("--fast-only", "--quick", "--full"):
+    while args and args[0] in ("--fast-only", "--quick", "--full", "--golden"):
         fast_only |= args[0] == "--fast-only"
         quick |= args[0] == "--quick"
         full |= args[0] == "--full"
+        if args[0] == "--golden" and len(args) > 1:
+            GOLDEN = os.path.abspath(args[1])
+            args = args[1:]
         args = args[1:]
     if not args or args[0].startswith("-"):
         report("arguments", False, "usage: video_golden_check.py [--fast-only] [--quick | --full] "
-               "BINARY [EXTRA_ARGS...]")
+               "[--golden DIR] BINARY [EXTRA_ARGS...]")
         finish()
     binary, extra = os.path.abspath(args[0]), args[1:]
     if not (os.path.isfile(binary) and os.access(binary, os.X_OK)):

@@ -19,6 +19,7 @@ separate implementation, so the two check one another (tests/ref_video_selftest.
   probe(path)                    metadata as HF's default loader builds it (below)
   probe_header(path)             the stream/container header fields, for comparison only
   extract_rgb(path, indices)     uint8 [n, h, w, 3] frames at the source size, ffmpeg command
+                                 (or, with GE_REF_FRAMES set, another architecture's, below)
   load_video(path, fps, max_frames, budget)
         -> {"meta", "indices", "seconds", "th", "tw", "n_soft", "frames": [(patches,
            positions)], "rgb" (resized uint8 [n, th, tw, 3])}: the target size is computed
@@ -60,6 +61,7 @@ import math
 import os
 import subprocess
 import sys
+import tempfile
 from fractions import Fraction
 
 import numpy as np
@@ -197,13 +199,43 @@ def extract_rgb(path, indices, size=None):
     return np.stack([got[pos[int(i)]] for i in indices])
 
 
+def dumped_rgb(cmd, path, fps, max_frames, idx, size):
+    """The sampled frames as another build's libswscale converts them: GE_REF_FRAMES is a
+    command prefix running tests/video_dump of that build (e.g. "qemu-aarch64-static -cpu max
+    build/aarch64/video_dump"). FFmpeg converts YUV to RGB with per-architecture SIMD code
+    whose rounding differs (an arm64 machine's torchcodec sees the arm64 pixels), so the
+    goldens for an arm64 build come from its frames; the dump's frame choice must still be
+    this module's."""
+    w, h = size
+    with tempfile.TemporaryDirectory() as d:
+        out = os.path.join(d, "frames.rgb")
+        r = subprocess.run(cmd.split() + ["decode", path, out, "raw", "fps=%r" % fps,
+                                          "frames=%d" % max_frames], capture_output=True,
+                           text=True)
+        if r.returncode:
+            raise ValueError("%s %s: %s" % (cmd, path, (r.stdout + r.stderr)[-300:]))
+        lines = r.stdout.splitlines()
+        got = [int(v) for v in lines[1].split()]
+        if got != [int(i) for i in idx]:
+            raise ValueError("%s sampled frames %s of %s, the reference %s"
+                             % (cmd, got, path, list(idx)))
+        data = np.fromfile(out, dtype=np.uint8)
+    if data.size != len(idx) * h * w * 3:
+        raise ValueError("%s gave %d bytes for %d frames of %dx%d" % (cmd, data.size, len(idx),
+                                                                     w, h))
+    return data.reshape(len(idx), h, w, 3)
+
+
 def load_video(path, fps=FPS, max_frames=MAX_FRAMES, budget=BUDGET, timestamps_on=False):
     """Everything the embedder needs of one video (see the module doc)."""
     meta = probe(path)
     idx = sample_frames(meta["duration"], meta["fps"], meta["frames"], fps, max_frames)
     secs = timestamps(idx, meta["fps"])
     th, tw, n_soft = imageproc.plan(meta["height"], meta["width"], budget)  # once per video
-    rgb = extract_rgb(path, idx, (meta["width"], meta["height"]))
+    size = (meta["width"], meta["height"])
+    cmd = os.environ.get("GE_REF_FRAMES")
+    rgb = dumped_rgb(cmd, path, fps, max_frames, idx, size) if cmd else \
+        extract_rgb(path, idx, size)
     frames, resized = [], []
     for f in rgb:
         r = imageproc.resize_u8(f, th, tw) if (th, tw) != f.shape[:2] else f
