@@ -248,7 +248,9 @@ def check_codecs(tag, base, clip_dir, wav_golden, gate, em_args):
             compared += got == wav
             continue
         raw = os.path.join(clip_dir, f + ".f32")
-        r = subprocess.run([dump, "decode", os.path.join(clip_dir, f), raw],
+        # (a cross build's helper runs under tests/run's EXEC, as the binary does)
+        r = subprocess.run(os.environ.get("EXEC", "").split() + [dump, "decode",
+                                                                 os.path.join(clip_dir, f), raw],
                            capture_output=True, text=True)
         if r.returncode:
             report(name, False, "audio_dump decode: %s %s" % (r.stdout.strip(),
