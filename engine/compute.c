@@ -122,10 +122,21 @@ const char *ge_op_name(ge_op op)
     return op < GE_OP_COUNT ? names[op] : "?";
 }
 
-const char *ge_phase_name(ge_phase phase)
+ge_phase_mark ge_phase_begin(ge_compute *cx, ge_phase phase)
 {
-    static const char *const names[GE_PHASE_COUNT] = {"text", "vision", "audio"};
-    return phase < GE_PHASE_COUNT ? names[phase] : "?";
+    const ge_phase_mark k = {cx->phase, cx->stats.ops[phase]};
+    cx->phase = phase;
+    return k;
+}
+
+void ge_phase_end(ge_compute *cx, const ge_phase_mark *k, double seconds)
+{
+    ge_op_stats *ops = &cx->stats.ops[cx->phase];
+    double counted = 0;
+    for (int op = 0; op < GE_OP_COUNT; op++)
+        counted += ops->seconds[op] - k->before.seconds[op];
+    ops->seconds[GE_OP_OTHER] += seconds - counted;
+    cx->phase = k->prev;
 }
 
 void ge_compute_count(ge_compute *cx, ge_op op, double t0, double macs)

@@ -40,6 +40,16 @@ ge_status ge_compute_row_scratch(ge_compute *cx, int64_t n, ge_err *err);
 /* Count one operation for --bench under the current phase: the time since t0 and macs. */
 void ge_compute_count(ge_compute *cx, ge_op op, double t0, double macs);
 
+/* One call of a part of the model (a text wave, a tower) for --bench: ge_phase_begin makes
+ * phase the current one; ge_phase_end puts the call's seconds that no operation counted under
+ * its "other" and restores the phase before. */
+typedef struct {
+    ge_phase prev;
+    ge_op_stats before;
+} ge_phase_mark;
+ge_phase_mark ge_phase_begin(ge_compute *cx, ge_phase phase);
+void ge_phase_end(ge_compute *cx, const ge_phase_mark *k, double seconds);
+
 /* Run fn over n tasks on the pool, on at most max threads (0: the current cap). */
 void ge_parallel(ge_compute *cx, int64_t n, int max, ge_task_fn fn, void *ctx);
 

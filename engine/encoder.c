@@ -479,9 +479,7 @@ ge_status ge_embed_batch_media(ge_model *m, const int32_t *const *ids, const siz
     /* waves: consecutive sequences while they fit in wave_tokens; longer ones alone */
     const size_t cap = (size_t)m->cx.cfg.v[GE_CFG_WAVE_TOKENS];
     const double t_start = ge_now();
-    const ge_phase phase = m->cx.phase; /* a tower's, when it yields to this wave */
-    m->cx.phase = GE_PHASE_TEXT;
-    const ge_op_stats before = m->cx.stats.ops[GE_PHASE_TEXT];
+    const ge_phase_mark mark = ge_phase_begin(&m->cx, GE_PHASE_TEXT); /* from a tower's too */
     int64_t *start = malloc((n + 1) * sizeof *start);
     int32_t *buf = NULL;
     const float **rows = NULL;
@@ -522,13 +520,9 @@ ge_status ge_embed_batch_media(ge_model *m, const int32_t *const *ids, const siz
         s0 = s1;
     }
     /* "other": the rest of the forward (embedding gathers, RoPE, GELU, residuals, pooling) */
-    ge_op_stats *text = &m->cx.stats.ops[GE_PHASE_TEXT];
-    double elapsed = ge_now() - t_start, counted = 0;
-    for (int op = 0; op < GE_OP_OTHER; op++)
-        counted += text->seconds[op] - before.seconds[op];
+    const double elapsed = ge_now() - t_start;
     m->cx.stats.forward_seconds += elapsed;
-    text->seconds[GE_OP_OTHER] += elapsed - counted;
-    m->cx.phase = phase;
+    ge_phase_end(&m->cx, &mark, elapsed);
     free(buf);
     free(rows);
     free(start);

@@ -563,7 +563,6 @@ typedef struct {
     double audio_in_seconds;    /* duration of the audio encoded (samples / 16000) */
 } ge_stats;
 const char *ge_op_name(ge_op op);
-const char *ge_phase_name(ge_phase phase); /* "text", "vision", "audio" */
 /* Monotonic seconds: the clock of the stats (and of the CLI's timings, so both agree). */
 double ge_now(void);
 void ge_model_stats(const ge_model *m, ge_stats *out);

@@ -130,27 +130,22 @@ static void timed_yield(void *ctx)
 
 /* A tower call's accounting: its phase for the operations it runs, and its time less the text
  * waves it yielded to, of which what no operation counted (patch embedding, copies, the
- * audio front end) under "other". */
+ * audio front end) under "other" (ge_phase_end), one call of it. */
 typedef struct {
     double t0, y0;
-    ge_op_stats before;
+    ge_phase_mark phase;
 } tower_mark;
 
 static tower_mark tower_begin(ge_model *m, ge_phase phase)
 {
-    m->cx.phase = phase;
-    return (tower_mark){ge_now(), m->yield_seconds, m->cx.stats.ops[phase]};
+    return (tower_mark){ge_now(), m->yield_seconds, ge_phase_begin(&m->cx, phase)};
 }
 
 static double tower_end(ge_model *m, const tower_mark *k)
 {
-    ge_op_stats *ops = &m->cx.stats.ops[m->cx.phase];
-    double seconds = ge_now() - k->t0 - (m->yield_seconds - k->y0), counted = 0;
-    for (int op = 0; op < GE_OP_COUNT; op++)
-        counted += ops->seconds[op] - k->before.seconds[op];
-    ops->seconds[GE_OP_OTHER] += seconds - counted;
-    ops->calls[GE_OP_OTHER]++;
-    m->cx.phase = GE_PHASE_TEXT;
+    const double seconds = ge_now() - k->t0 - (m->yield_seconds - k->y0);
+    m->cx.stats.ops[m->cx.phase].calls[GE_OP_OTHER]++;
+    ge_phase_end(&m->cx, &k->phase, seconds);
     return seconds;
 }
 
