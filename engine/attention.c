@@ -1,7 +1,8 @@
 /* attention.c - one layer's attention over a packed wave: the tier's tiled (flash) kernel,
  * or with --no-flash the row-by-row reference, as (head x query block) tasks; and dense
- * attention (every query sees every key: the vision tower) through the tier's kernel over
- * head-major K^T / V planes, repacked here one KV head at a time. */
+ * attention through the tier's kernel over head-major K^T / V planes, repacked here one KV
+ * head at a time: the vision tower (every query sees every key) on every tier with a dense
+ * kernel, and the text wave (per-row key ranges) on the tiers whose kernel takes ranges. */
 #include <stdlib.h>
 #include <string.h>
 
@@ -23,9 +24,14 @@ static void attn_task(void *ctx, int64_t task, int worker)
     j->attn(j->a, h, q0, q1 < j->n_tok ? q1 : j->n_tok);
 }
 
-void ge_attention(ge_compute *cx, const ge_attn_args *a, int64_t n_tok)
+
+/* q.k and p.v MACs of a layer: 2 * keys * head_dim per query row and head. */
+static double attention_macs(const ge_attn_args *a, int64_t n_tok)
 {
-    ge_attention_with(cx, a, n_tok, cx->cfg.v[GE_CFG_FLASH]);
+    double keys = 0;
+    for (int64_t i = 0; i < n_tok; i++)
+        keys += a->key_hi[i] - a->key_lo[i];
+    return 2.0 * keys * a->head_dim * a->n_head;
 }
 
 void ge_attention_with(ge_compute *cx, const ge_attn_args *a, int64_t n_tok, bool fast)
@@ -34,46 +40,80 @@ void ge_attention_with(ge_compute *cx, const ge_attn_args *a, int64_t n_tok, boo
     attn_job j = {a, k->attn, n_tok, (n_tok + QUERY_BLOCK - 1) / QUERY_BLOCK};
     double t0 = ge_now();
     ge_parallel(cx, (int64_t)a->n_head * j.n_qb, 0, attn_task, &j);
-    double keys = 0; /* q.k and p.v: 2 * keys * head_dim MACs per query and head */
-    for (int64_t i = 0; i < n_tok; i++)
-        keys += a->key_hi[i] - a->key_lo[i];
-    ge_compute_count(cx, GE_OP_ATTENTION, t0, 2.0 * keys * a->head_dim * a->n_head);
+    ge_compute_count(cx, GE_OP_ATTENTION, t0, attention_macs(a, n_tok));
 }
 
-/* ---- dense attention over head-major planes (the vision tower) ------------------------- */
+/* ---- dense attention over head-major planes -------------------------------------------- */
 
 #define DENSE_PANELS 4 /* K^T panels per repack task */
 
+struct ge_attn_planes {
+    float *buf;          /* kt, v, then the workers' scratch */
+    size_t cap;          /* floats in buf */
+    float *kt, *v;       /* KV heads [g0, g0 + n_g) of n keys (kern.h ge_attn_dense_args) */
+    float *scratch;      /* [threads][scratch_len] */
+    size_t scratch_len;
+    int64_t n;
+    int g0, n_g;
+};
+
+void ge_attn_planes_free(ge_attn_planes *P)
+{
+    if (P)
+        free(P->buf), free(P);
+}
+
+/* Round a float count up to whole 64-byte lines. */
+static size_t lines(size_t floats) { return (floats + 15) & ~(size_t)15; }
+
+/* Room in P for n_g KV heads of n keys of dim d and the workers' scratch (grown, never
+ * shrunk: a text run repacks every layer). */
+static bool planes_reserve(ge_compute *cx, ge_attn_planes *P, int64_t n, int n_g, int d)
+{
+    const size_t kt = (size_t)n_g * GE_ATTN_DENSE_NP(n) * d, v = lines((size_t)n_g * n * d);
+    const size_t sl = lines(GE_ATTN_DENSE_SCRATCH(n, d)), need = kt + v + cx->threads * sl;
+    if (need > P->cap) {
+        free(P->buf);
+        P->cap = 0;
+        if (!(P->buf = ge_floats(need)))
+            return false;
+        P->cap = need;
+    }
+    P->kt = P->buf, P->v = P->buf + kt, P->scratch = P->buf + kt + v, P->scratch_len = sl;
+    P->n = n, P->n_g = n_g;
+    return true;
+}
+
 typedef struct {
     const ge_attn_args *a;
-    int g;                /* the KV head being repacked */
-    float *kt, *v;        /* its planes */
-    ge_attn_dense_args d; /* its query heads, over the planes */
-    float *scratch;       /* [threads][scratch_len] */
-    size_t scratch_len;
+    const ge_attn_planes *P;
+    ge_attn_dense_args d; /* the query heads over the planes */
     void (*attn)(const ge_attn_dense_args *, int, int64_t, int64_t, float *);
-    int64_t n_qb;
+    int64_t n_q, n_qb;        /* query rows; their blocks per head */
+    int64_t pack_tasks;       /* repack tasks per KV head */
 } dense_job;
 
-/* Keys [t0, t1) of KV head g into its planes: K^T panels (zero past n), V rows. */
+/* Keys [t0, t1) of one KV head into its planes: K^T panels (zero past n), V rows. */
 static void repack_task(void *ctx, int64_t task, int worker)
 {
     const dense_job *j = ctx;
     const ge_attn_args *a = j->a;
-    const int d = a->head_dim;
-    const int64_t n = j->d.n, np = GE_ATTN_DENSE_NP(n), K = GE_ATTN_DENSE_KEYS;
-    const int64_t t0 = task * DENSE_PANELS * K;
+    const ge_attn_planes *P = j->P;
+    const int d = a->head_dim, gp = (int)(task / j->pack_tasks), g = P->g0 + gp;
+    const int64_t n = P->n, np = GE_ATTN_DENSE_NP(n), K = GE_ATTN_DENSE_KEYS;
+    const int64_t t0 = task % j->pack_tasks * DENSE_PANELS * K;
     const int64_t t1 = t0 + DENSE_PANELS * K < np ? t0 + DENSE_PANELS * K : np;
+    float *kth = P->kt + gp * np * d, *vh = P->v + gp * n * d;
     for (int64_t t = t0; t < t1; t++) {
-        float *kt = j->kt + t / K * K * d + t % K; /* panel t / K, column t % K */
+        float *kt = kth + t / K * K * d + t % K; /* panel t / K, column t % K */
         if (t >= n) {
             for (int e = 0; e < d; e++)
                 kt[e * K] = 0.0f;
             continue;
         }
-        const float *k = a->k + t * a->ldkv + (int64_t)j->g * d;
-        const float *v = a->v + t * a->ldkv + (int64_t)j->g * d;
-        float *vp = j->v + t * d;
+        const float *k = a->k + t * a->ldkv + (int64_t)g * d;
+        const float *v = a->v + t * a->ldkv + (int64_t)g * d;
+        float *vp = vh + t * d;
         /* token-major rows are ldkv apart: fetch a few ahead of the misses */
         for (int e = 0; e < d && t + 8 < n; e += 16)
             __builtin_prefetch(k + 8 * a->ldkv + e), __builtin_prefetch(v + 8 * a->ldkv + e);
@@ -82,50 +122,91 @@ static void repack_task(void *ctx, int64_t task, int worker)
     }
 }
 
+/* KV heads [g0, g0 + n_g) of a's first n keys into P. */
+static bool planes_pack(ge_compute *cx, ge_attn_planes *P, const ge_attn_args *a, int64_t n,
+                        int g0, int n_g)
+{
+    if (!planes_reserve(cx, P, n, n_g, a->head_dim))
+        return false;
+    P->g0 = g0;
+    dense_job j = {a, P, {0}, NULL, 0, 0,
+                   (GE_ATTN_DENSE_NP(n) / GE_ATTN_DENSE_KEYS + DENSE_PANELS - 1) / DENSE_PANELS};
+    ge_parallel(cx, n_g * j.pack_tasks, 0, repack_task, &j);
+    return true;
+}
+
 static void dense_task(void *ctx, int64_t task, int worker)
 {
     const dense_job *j = ctx;
     const int h = (int)(task / j->n_qb);
     const int64_t q0 = (task % j->n_qb) * GE_ATTN_DENSE_ROWS, q1 = q0 + GE_ATTN_DENSE_ROWS;
-    j->attn(&j->d, h, q0, q1 < j->d.n ? q1 : j->d.n, j->scratch + (size_t)worker * j->scratch_len);
+    j->attn(&j->d, h, q0, q1 < j->n_q ? q1 : j->n_q,
+            j->P->scratch + (size_t)worker * j->P->scratch_len);
 }
 
-/* Round a float count up to whole 64-byte lines. */
-static size_t lines(size_t floats) { return (floats + 15) & ~(size_t)15; }
+/* The query heads of P's KV heads, rows [0, n_tok), through the tier's dense kernel. */
+static void planes_run(ge_compute *cx, const ge_attn_args *a, int64_t n_tok,
+                       const ge_attn_planes *P, bool ranges)
+{
+    const int d = a->head_dim, group = a->n_head / a->n_kv;
+    const int64_t off = (int64_t)P->g0 * group * d; /* the first query head's columns */
+    dense_job j = {a, P,
+                   {a->q + off, P->kt, P->v, a->o + off, a->ldq, a->ldo, P->n, group * P->n_g,
+                    P->n_g, d, a->scale, ranges ? a->key_lo : NULL, ranges ? a->key_hi : NULL},
+                   cx->kern->attn_dense, n_tok, (n_tok + GE_ATTN_DENSE_ROWS - 1) / GE_ATTN_DENSE_ROWS,
+                   0};
+    ge_parallel(cx, (int64_t)group * P->n_g * j.n_qb, 0, dense_task, &j);
+}
+
+/* The dense kernel runs for this head dim (and, with ranges, takes them). */
+static bool dense_ok(const ge_compute *cx, const ge_attn_args *a, bool fast, bool ranges)
+{
+    const ge_kern *k = cx->kern;
+    return fast && k->attn_dense && (!ranges || k->attn_dense_ranges) && a->head_dim % 16 == 0;
+}
 
 void ge_attention_dense(ge_compute *cx, const ge_attn_args *a, int64_t n_tok, bool fast)
 {
-    const ge_kern *k = cx->kern;
-    const int d = a->head_dim, group = a->n_head / a->n_kv;
-    bool dense = fast && k->attn_dense && d % 16 == 0 && n_tok > 0;
-    for (int64_t i = 0; dense && i < n_tok; i++)
+    const bool ranges = cx->kern->attn_dense_ranges;
+    bool dense = dense_ok(cx, a, fast, false) && n_tok > 0;
+    for (int64_t i = 0; dense && !ranges && i < n_tok; i++)
         dense = a->key_lo[i] == 0 && a->key_hi[i] == n_tok;
-    /* one KV head's planes at a time: 1 / n_kv of the memory, and they stay in L3 */
-    const size_t kt_len = lines((size_t)GE_ATTN_DENSE_NP(n_tok) * d);
-    const size_t v_len = lines((size_t)n_tok * d);
-    const size_t scratch_len = lines(GE_ATTN_DENSE_SCRATCH(n_tok, d));
-    float *buf = dense ? aligned_alloc(64, (kt_len + v_len + (size_t)cx->threads * scratch_len) *
-                                               sizeof(float))
-                       : NULL;
-    if (!buf) { /* no dense kernel for this tier or head dim, or no memory for the planes */
+    ge_attn_planes P = {0};
+    if (!dense || !planes_reserve(cx, &P, n_tok, 1, a->head_dim)) {
+        /* no dense kernel for this tier or head dim, or no memory for the planes */
         ge_attention_with(cx, a, n_tok, fast);
         return;
     }
     const double t0 = ge_now();
-    dense_job j = {a, 0, buf, buf + kt_len, {0}, buf + kt_len + v_len, scratch_len, k->attn_dense,
-                   (n_tok + GE_ATTN_DENSE_ROWS - 1) / GE_ATTN_DENSE_ROWS};
+    /* one KV head's planes at a time: 1 / n_kv of the memory, and they stay in L3 */
     for (int g = 0; g < a->n_kv; g++) {
-        /* KV head g and its query heads g * group .. (g + 1) * group - 1, as heads 0 .. of a
-         * problem with one KV head */
-        const int64_t off = (int64_t)g * group * d;
-        j.g = g;
-        j.d = (ge_attn_dense_args){a->q + off, j.kt, j.v, a->o + off, a->ldq, a->ldo, n_tok, group,
-                                   1, d, a->scale};
-        ge_parallel(cx, (GE_ATTN_DENSE_NP(n_tok) / GE_ATTN_DENSE_KEYS + DENSE_PANELS - 1) /
-                           DENSE_PANELS, 0, repack_task, &j);
-        ge_parallel(cx, (int64_t)group * j.n_qb, 0, dense_task, &j);
+        planes_pack(cx, &P, a, n_tok, g, 1);
+        planes_run(cx, a, n_tok, &P, ranges);
     }
-    free(buf);
-    ge_compute_count(cx, GE_OP_ATTENTION, t0,
-                     2.0 * (double)n_tok * (double)n_tok * d * a->n_head);
+    free(P.buf);
+    ge_compute_count(cx, GE_OP_ATTENTION, t0, attention_macs(a, n_tok));
+}
+
+bool ge_attention_keys(ge_compute *cx, ge_attn_planes **P, const ge_attn_args *a,
+                       int64_t n_keys)
+{
+    if (!dense_ok(cx, a, cx->cfg.v[GE_CFG_FLASH], true) || n_keys <= 0)
+        return false;
+    if (!*P && !(*P = calloc(1, sizeof **P)))
+        return false;
+    const double t0 = ge_now();
+    const bool ok = planes_pack(cx, *P, a, n_keys, 0, a->n_kv);
+    ge_compute_count(cx, GE_OP_ATTENTION, t0, 0);
+    return ok;
+}
+
+void ge_attention(ge_compute *cx, const ge_attn_args *a, int64_t n_tok, const ge_attn_planes *P)
+{
+    if (!P) {
+        ge_attention_with(cx, a, n_tok, cx->cfg.v[GE_CFG_FLASH]);
+        return;
+    }
+    const double t0 = ge_now();
+    planes_run(cx, a, n_tok, P, true);
+    ge_compute_count(cx, GE_OP_ATTENTION, t0, attention_macs(a, n_tok));
 }

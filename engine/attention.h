@@ -7,15 +7,28 @@
 
 #include "compute.h"
 
-/* Attention for one layer over a packed wave (kern.h ge_attn_args), flash or reference. */
-void ge_attention(ge_compute *cx, const ge_attn_args *a, int64_t n_tok);
-/* The same with the path chosen by the caller (fast: the tier's tiled kernel). */
+/* A layer's keys and values repacked as K^T / V planes for the tier's dense kernel (kern.h
+ * ge_attn_dense_args), kept and grown between layers; freed by ge_attn_planes_free. */
+typedef struct ge_attn_planes ge_attn_planes;
+
+/* Before a layer's queries: when its attention runs on the tier's dense kernel with key
+ * ranges (fast paths on, kern.h attn_dense_ranges, a head dim that is a multiple of 16),
+ * repacks the n_keys keys and values of a (every KV head) into *P (allocated on first use)
+ * and returns true; otherwise (or without memory) false, and the layer runs tiled. */
+bool ge_attention_keys(ge_compute *cx, ge_attn_planes **P, const ge_attn_args *a,
+                       int64_t n_keys);
+/* Attention for query rows [0, n_tok) of a packed wave (kern.h ge_attn_args; key indices
+ * refer to the keys given to ge_attention_keys): over the planes P when given, else the
+ * tier's tiled (flash) kernel, or with --no-flash the reference. */
+void ge_attention(ge_compute *cx, const ge_attn_args *a, int64_t n_tok, const ge_attn_planes *P);
+/* The tiled kernel or the reference, chosen by the caller (fast: the tier's tiled kernel). */
 void ge_attention_with(ge_compute *cx, const ge_attn_args *a, int64_t n_tok, bool fast);
-/* Attention where every query row sees every key [0, n_tok) (key_lo 0, key_hi n_tok: the
- * vision tower). fast: the tier's dense kernel (kern.h attn_dense) over K^T / V planes
- * repacked from k and v one KV head at a time, when the tier has one for this head dim;
+/* Attention where keys and queries are the same n_tok rows (the vision tower) through the
+ * tier's dense kernel over planes repacked one KV head at a time, when fast, the tier has one
+ * for this head dim, and either it takes key ranges or every row sees every key [0, n_tok);
  * otherwise (or without memory for the planes) ge_attention_with. Each row's bits do not
- * depend on the thread count. */
+ * depend on the thread count, nor (with ranges) on the other rows. */
 void ge_attention_dense(ge_compute *cx, const ge_attn_args *a, int64_t n_tok, bool fast);
+void ge_attn_planes_free(ge_attn_planes *P);
 
 #endif

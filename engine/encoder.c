@@ -79,6 +79,7 @@ struct ge_wave_ws {
     float *ple;   /* [CHUNK, P] this layer's per-layer input */
     float *w;     /* [max(H, P, dmax)] one norm weight */
     int cap;      /* tokens the wave rows hold */
+    ge_attn_planes *planes; /* a layer's keys for the dense attention kernel (attention.h) */
 };
 
 /* Kept by the model between waves and grown to the longest: freeing and re-mapping large
@@ -108,6 +109,7 @@ void ge_encoder_free(ge_model *m)
         return;
     ws_free_rows(b);
     free(b->q), free(b->o), free(b->g), free(b->u), free(b->ple), free(b->w);
+    ge_attn_planes_free(b->planes);
     free(b);
     m->wave_ws = NULL;
 }
@@ -266,7 +268,7 @@ static void elementwise(ge_model *m, ew_kind kind, ge_wave_ws *b, const ge_layer
 /* Tokens [c0, c0 + n) of a layer, once the whole wave's keys and values are in b:
  * attention (queries, o_proj, post norm, residual), the MLP and the PLE block. */
 static ge_status chunk_forward(ge_model *m, const ge_layer *l, int c0, int n,
-                               ge_wave_ws *b, ge_err *err)
+                               ge_wave_ws *b, bool planes, ge_err *err)
 {
     const ge_hparams *hp = &m->hp;
     const int H = hp->n_embd, nh = hp->n_head, d = l->head_dim, nkv = l->n_kv;
@@ -282,7 +284,7 @@ static ge_status chunk_forward(ge_model *m, const ge_layer *l, int c0, int n,
     elementwise(m, EW_ROPE_Q, b, l, c0, n);
     ge_attn_args args = {b->q, b->k, b->v, b->o, (int64_t)nh * d, (int64_t)nkv * d,
                          (int64_t)nh * d, nh, nkv, d, 1.0f, b->lo[type] + c0, b->hi[type] + c0};
-    ge_attention(&m->cx, &args, n);
+    ge_attention(&m->cx, &args, n, planes ? b->planes : NULL);
     ge_linear_out o_proj[] = {{&l->wo, a}};
     if ((st = ge_linear_many(&m->cx, b->o, n, o_proj, 1, err)))
         return st;
@@ -336,8 +338,11 @@ static ge_status layer_forward(ge_model *m, const ge_layer *l, int T, ge_wave_ws
     norm_rows(m, b->k, (int64_t)T * nkv, d, &l->k_norm, b->w);
     norm_rows(m, b->v, (int64_t)T * nkv, d, NULL, b->w);
     elementwise(m, EW_ROPE_K, b, l, 0, T);
+    const ge_attn_args keys = {NULL, b->k, b->v, NULL, 0, (int64_t)nkv * d, 0, m->hp.n_head,
+                               nkv, d, 1.0f, NULL, NULL};
+    const bool planes = ge_attention_keys(&m->cx, &b->planes, &keys, T);
     for (int c0 = 0; c0 < T && !st; c0 += CHUNK)
-        st = chunk_forward(m, l, c0, T - c0 < CHUNK ? T - c0 : CHUNK, b, err);
+        st = chunk_forward(m, l, c0, T - c0 < CHUNK ? T - c0 : CHUNK, b, planes, err);
     return st;
 }
 

@@ -92,6 +92,9 @@ typedef struct {
     int64_t ldq, ldo, n;
     int n_head, n_kv, head_dim; /* query head h reads KV head h / (n_head / n_kv) */
     float scale;
+    /* Query row i sees keys [key_lo[i], key_hi[i]) of the planes (a text wave's records and
+     * sliding windows); NULL: every key [0, n). Only tiers with attn_dense_ranges take them. */
+    const int32_t *key_lo, *key_hi;
 } ge_attn_dense_args;
 
 /* Local attention with relative-position keys (the audio conformer, docs/model.md 6.3): query i of
@@ -199,6 +202,9 @@ typedef struct ge_kern {
      * attn). */
     void (*attn_dense)(const ge_attn_dense_args *a, int head, int64_t q0, int64_t q1,
                        float *scratch);
+    /* attn_dense takes key ranges (ge_attn_dense_args key_lo, key_hi): the text encoder's
+     * attention runs on it then. */
+    bool attn_dense_ranges;
     /* Local relative-position attention of every head, query rows [q0, q1). */
     void (*attn_rel)(const ge_attn_rel_args *a, int64_t q0, int64_t q1);
 

@@ -14,8 +14,11 @@
  * 1120), through the engine as the tower calls it, with 1 and 2 threads: the tiled kernel
  * (ge_attention_with, fast) against the dense kernel over head-major planes
  * (ge_attention_dense, repack included), alternating the two in each round (both orders),
- * wall time, medians of ROUNDS (default 5). GMAC/s count 2 n^2 * 64 * 12 MACs (q.k and p v);
- * the peak is the tier's fp32 FMA loop times the threads. */
+ * wall time, medians of ROUNDS (default 5). GMAC/s count 2 * keys * d * heads MACs (q.k and
+ * p v); the peak is the tier's fp32 FMA loop times the threads.
+ * bench_attn text [avx512] [ROUNDS]: the same for the text layers (one record of 512 and 2048
+ * tokens), the dense side as the encoder calls it on tiers whose dense kernel takes key
+ * ranges (ge_attention_keys, then ge_attention). */
 #include <math.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -117,94 +120,126 @@ static double now(clockid_t c)
     return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
 }
 
-/* Wall and process CPU seconds per call of one path (reps calls). */
-static void vision_sample(ge_model *m, const ge_attn_args *a, int64_t n, int dense, int reps,
+/* Wall and process CPU seconds per call of one path (reps calls): 0 the tiled kernel, 1 the
+ * dense kernel as the vision tower calls it, 2 as the text encoder calls it (the planes
+ * repacked by ge_attention_keys, then ge_attention). */
+static void engine_sample(ge_model *m, const ge_attn_args *a, int64_t n, int path, int reps,
                           double *wall, double *cpu)
 {
     const double w0 = now(CLOCK_MONOTONIC), c0 = now(CLOCK_PROCESS_CPUTIME_ID);
     for (int i = 0; i < reps; i++)
-        if (dense)
+        if (path == 1) {
             ge_attention_dense(&m->cx, a, n, true);
-        else
+        } else if (path == 2) {
+            ge_attn_planes *P = NULL;
+            ge_attention_keys(&m->cx, &P, a, n);
+            ge_attention(&m->cx, a, n, P);
+            ge_attn_planes_free(P);
+        } else {
             ge_attention_with(&m->cx, a, n, true);
+        }
     *wall = (now(CLOCK_MONOTONIC) - w0) / reps;
     *cpu = (now(CLOCK_PROCESS_CPUTIME_ID) - c0) / reps;
 }
 
-static int vision(const char *tier, int rounds)
+typedef struct {
+    const char *name;
+    int nh, nkv, d, radius; /* radius < 0: every key */
+    int ns[3];
+} engine_shape;
+
+static int engine(const char *what, const char *tier, int rounds)
 {
-    const int t = ge_tier_from_name(tier);
+    const int t = ge_tier_from_name(tier), text = strcmp(what, "text") == 0;
     ge_cpu_feats f;
     ge_cpu_detect(&f);
-    if (t < 0 || !ge_tier_supported(&f, (ge_tier)t) || !ge_kern_get((ge_tier)t)->attn_dense) {
-        fprintf(stderr, "bench_attn: tier %s: not supported here or no dense kernel\n", tier);
+    const ge_kern *kt = t < 0 ? NULL : ge_kern_get((ge_tier)t);
+    if (!kt || !ge_tier_supported(&f, (ge_tier)t) || !kt->attn_dense ||
+        (text && !kt->attn_dense_ranges)) {
+        fprintf(stderr, "bench_attn: tier %s: not supported here or no dense kernel%s\n", tier,
+                text ? " with key ranges" : "");
         return 2;
     }
     rounds = rounds < 1 ? 1 : rounds > BENCH_MAX_SAMPLES ? BENCH_MAX_SAMPLES : rounds;
-    const double peak = bench_peak(ge_kern_get((ge_tier)t)->peak_fp32, 0.05, 5).max;
+    const double peak = bench_peak(kt->peak_fp32, 0.05, 5).max;
     printf("tier %s, fp32 FMA peak %.1f GMAC/s per thread; %d rounds alternating the paths, "
            "medians.\nwall: GMAC/s on wall time (%% of threads x peak); cpu: GMAC/s per thread on "
            "process CPU time (%% of peak), what the threads got done while they ran\n\n"
-           "| n | threads | tiled: ms | wall | cpu | dense: ms | wall | cpu | speed-up wall / "
-           "cpu |\n|---|---|---|---|---|---|---|---|---|\n", tier, peak, rounds);
-    static const int ns[] = {630, 2376, 9900};
-    const int nh = 12, d = 64, D = nh * d;
-    for (size_t ni = 0; ni < sizeof ns / sizeof ns[0]; ni++) {
-        const int n = ns[ni], reps = n < 1000 ? 20 : n < 5000 ? 2 : 1;
-        float *q = malloc((size_t)n * D * 4), *k = malloc((size_t)n * D * 4);
-        float *v = malloc((size_t)n * D * 4), *o = malloc((size_t)n * D * 4);
-        int32_t *lo = calloc((size_t)n, 4), *hi = malloc((size_t)n * 4);
-        if (!q || !k || !v || !o || !lo || !hi) {
-            fprintf(stderr, "out of memory\n");
-            return 1;
-        }
-        /* scores with a spread of a few units (speed does not depend on the values) */
-        for (size_t i = 0; i < (size_t)n * D; i++)
-            q[i] = 1.7f * frand(), k[i] = 0.4f * frand(), v[i] = frand();
-        for (int i = 0; i < n; i++)
-            hi[i] = n;
-        const ge_attn_args a = {q, k, v, o, D, D, D, nh, nh, d, 1.0f, lo, hi};
-        const double gmac = 2.0 * n * (double)n * d * nh * 1e-9;
-        for (int threads = 1; threads <= 2; threads++) {
-            ge_config cfg;
-            ge_err err = {0};
-            ge_config_defaults(&cfg);
-            cfg.v[GE_CFG_CPU_TIER] = t;
-            cfg.v[GE_CFG_THREADS] = threads;
-            ge_model *m = NULL;
-            if (ge_model_open(&m, "testdata/tiny-f32.gguf", &cfg, &err)) {
-                fprintf(stderr, "%s\n", err.msg);
+           "| shape | n | threads | tiled: ms | wall | cpu | dense: ms | wall | cpu | speed-up "
+           "wall / cpu |\n|---|---|---|---|---|---|---|---|---|---|\n", tier, peak, rounds);
+    static const engine_shape vis[] = {{"vision 12x64", 12, 12, 64, -1, {630, 2376, 9900}}};
+    static const engine_shape txt[] = {
+        {"sliding 4x256 / 2 kv, radius 512", 4, 2, 256, 512, {512, 2048, 0}},
+        {"full 4x512 / 1 kv", 4, 1, 512, -1, {512, 2048, 0}}};
+    const engine_shape *shapes = text ? txt : vis;
+    const int nshapes = text ? 2 : 1;
+    for (int si = 0; si < nshapes; si++)
+        for (int ni = 0; ni < 3 && shapes[si].ns[ni]; ni++) {
+            const engine_shape *S = &shapes[si];
+            const int n = S->ns[ni], reps = n < 1000 ? 20 : n < 5000 ? 2 : 1;
+            const int D = S->nh * S->d, DK = S->nkv * S->d;
+            float *q = malloc((size_t)n * D * 4), *k = malloc((size_t)n * DK * 4);
+            float *v = malloc((size_t)n * DK * 4), *o = malloc((size_t)n * D * 4);
+            int32_t *lo = calloc((size_t)n, 4), *hi = malloc((size_t)n * 4);
+            if (!q || !k || !v || !o || !lo || !hi) {
+                fprintf(stderr, "out of memory\n");
                 return 1;
             }
-            double wall[2][BENCH_MAX_SAMPLES], cpu[2][BENCH_MAX_SAMPLES];
-            for (int r = 0; r < rounds; r++)
-                for (int w = 0; w < 2; w++) {
-                    const int dense = (r + w) % 2;
-                    vision_sample(m, &a, n, dense, reps, &wall[dense][r], &cpu[dense][r]);
-                }
-            double ws[2], cs[2];
-            for (int p = 0; p < 2; p++) {
-                ws[p] = bench_stats_of(wall[p], rounds).med;
-                cs[p] = bench_stats_of(cpu[p], rounds).med;
+            /* scores with a spread of a few units (speed does not depend on the values) */
+            for (size_t i = 0; i < (size_t)n * D; i++)
+                q[i] = 1.7f * frand();
+            for (size_t i = 0; i < (size_t)n * DK; i++)
+                k[i] = 0.4f * frand(), v[i] = frand();
+            double keys = 0;
+            for (int i = 0; i < n; i++) {
+                const int r = S->radius;
+                lo[i] = r < 0 || i - r < 0 ? 0 : i - r;
+                hi[i] = r < 0 || i + r + 1 > n ? n : i + r + 1;
+                keys += hi[i] - lo[i];
             }
-            printf("| %d | %d |", n, threads);
-            for (int p = 0; p < 2; p++)
-                printf(" %.1f | %.1f (%.0f%%) | %.1f (%.0f%%) |", ws[p] * 1e3, gmac / ws[p],
-                       100 * gmac / ws[p] / (peak * threads), gmac / cs[p],
-                       100 * gmac / cs[p] / peak);
-            printf(" %.2fx / %.2fx |\n", ws[0] / ws[1], cs[0] / cs[1]);
-            fflush(stdout);
-            ge_model_free(m);
+            const ge_attn_args a = {q, k, v, o, D, DK, D, S->nh, S->nkv, S->d, 1.0f, lo, hi};
+            const double gmac = 2.0 * keys * S->d * S->nh * 1e-9;
+            for (int threads = 1; threads <= 2; threads++) {
+                ge_config cfg;
+                ge_err err = {0};
+                ge_config_defaults(&cfg);
+                cfg.v[GE_CFG_CPU_TIER] = t;
+                cfg.v[GE_CFG_THREADS] = threads;
+                ge_model *m = NULL;
+                if (ge_model_open(&m, "testdata/tiny-f32.gguf", &cfg, &err)) {
+                    fprintf(stderr, "%s\n", err.msg);
+                    return 1;
+                }
+                double wall[2][BENCH_MAX_SAMPLES], cpu[2][BENCH_MAX_SAMPLES];
+                for (int r = 0; r < rounds; r++)
+                    for (int w = 0; w < 2; w++) {
+                        const int dense = (r + w) % 2;
+                        engine_sample(m, &a, n, dense ? 1 + text : 0, reps, &wall[dense][r],
+                                      &cpu[dense][r]);
+                    }
+                double ws[2], cs[2];
+                for (int p = 0; p < 2; p++) {
+                    ws[p] = bench_stats_of(wall[p], rounds).med;
+                    cs[p] = bench_stats_of(cpu[p], rounds).med;
+                }
+                printf("| %s | %d | %d |", S->name, n, threads);
+                for (int p = 0; p < 2; p++)
+                    printf(" %.1f | %.1f (%.0f%%) | %.1f (%.0f%%) |", ws[p] * 1e3, gmac / ws[p],
+                           100 * gmac / ws[p] / (peak * threads), gmac / cs[p],
+                           100 * gmac / cs[p] / peak);
+                printf(" %.2fx / %.2fx |\n", ws[0] / ws[1], cs[0] / cs[1]);
+                fflush(stdout);
+                ge_model_free(m);
+            }
+            free(q), free(k), free(v), free(o), free(lo), free(hi);
         }
-        free(q), free(k), free(v), free(o), free(lo), free(hi);
-    }
     return 0;
 }
 
 int main(int argc, char **argv)
 {
-    if (argc > 1 && strcmp(argv[1], "vision") == 0)
-        return vision(argc > 2 ? argv[2] : "avx512", argc > 3 ? atoi(argv[3]) : 5);
+    if (argc > 1 && (strcmp(argv[1], "vision") == 0 || strcmp(argv[1], "text") == 0))
+        return engine(argv[1], argc > 2 ? argv[2] : "avx512", argc > 3 ? atoi(argv[3]) : 5);
     ge_cpu_feats f;
     ge_cpu_detect(&f);
     const int has512 = ge_tier_supported(&f, GE_TIER_AVX512);

@@ -1,12 +1,15 @@
-/* test_attn_dense.c - dense attention over head-major planes (kern.h attn_dense, the vision
- * tower's kernel) on every tier this CPU runs:
+/* test_attn_dense.c - dense attention over head-major planes (kern.h attn_dense: the vision
+ * tower's kernel, and the text wave's on tiers whose kernel takes key ranges) on every tier
+ * this CPU runs:
  *  - against the scalar oracle ge_attn_scalar and an fp64 truth, n = 1..2000 keys, head dims
  *    16 and 64, MHA and GQA, with planes packed here from kern.h's layout description;
  *  - bit-identical rows under any query split (whole head, row by row, random ranges in
  *    reverse order) and through ge_attention_dense with 1, 2 and 3 threads and a thread cap;
  *  - ge_attention_dense falls back to ge_attention_with (same bits) for a head dim that is not
  *    a multiple of 16, on the scalar tier, and for bounds that are not dense;
- *  - NaN / inf in one query row stay in that row; NaN keys do not crash.
+ *  - NaN / inf in one query row stay in that row; NaN keys do not crash;
+ *  - key ranges (records packed in a wave, sliding windows, a row without keys) on the tiers
+ *    that take them: bounds, split and thread independence, each record alone = in the wave.
  * argv[1]: output folder (attn-dense-report.txt). */
 #include <math.h>
 #include <stdint.h>
@@ -99,7 +102,9 @@ static float *run_kernel(const ge_kern *k, const problem *p, const planes *P, in
     float *o = xalloc((size_t)p->n * p->nh * p->d);
     float *scratch = xalloc(GE_ATTN_DENSE_SCRATCH(p->n, p->d));
     const ge_attn_dense_args a = {p->q, P->kt, P->v, o, (int64_t)p->nh * p->d,
-                                  (int64_t)p->nh * p->d, p->n, p->nh, p->nkv, p->d, 1.0f};
+                                  (int64_t)p->nh * p->d, p->n, p->nh, p->nkv, p->d, 1.0f,
+                                  k->attn_dense_ranges ? p->lo : NULL,
+                                  k->attn_dense_ranges ? p->hi : NULL};
     for (int hh = 0; hh < p->nh; hh++) {
         const int h = splits == 2 ? p->nh - 1 - hh : hh;
         if (splits == 0) {
@@ -139,7 +144,7 @@ static double *truth(const problem *p)
         for (int64_t i = 0; i < p->n; i++) {
             const float *q = p->q + (i * p->nh + h) * p->d;
             double mx = -INFINITY, l = 0;
-            for (int64_t j = 0; j < p->n; j++) {
+            for (int64_t j = p->lo[i]; j < p->hi[i]; j++) {
                 const float *k = p->k + (j * p->nkv + h / g) * p->d;
                 double acc = 0;
                 for (int e = 0; e < p->d; e++)
@@ -148,14 +153,14 @@ static double *truth(const problem *p)
                 mx = acc > mx ? acc : mx;
             }
             double *oi = o + (i * p->nh + h) * p->d;
-            for (int64_t j = 0; j < p->n; j++) {
+            for (int64_t j = p->lo[i]; j < p->hi[i]; j++) {
                 const double w = exp(s[j] - mx);
                 const float *v = p->v + (j * p->nkv + h / g) * p->d;
                 l += w;
                 for (int e = 0; e < p->d; e++)
                     oi[e] += w * v[e];
             }
-            for (int e = 0; e < p->d; e++)
+            for (int e = 0; e < p->d && l > 0; e++)
                 oi[e] /= l;
         }
     free(s);
@@ -310,9 +315,16 @@ static void fallback_cases(void)
         free(od), free(ow);
         p.lo[37] = 1; /* one row that does not see key 0 */
         od = run_engine(m, &p, 0), ow = run_engine(m, &p, 1);
-        snprintf(name, sizeof name, "%s d=64, bounds not dense: ge_attention_dense = "
-                 "ge_attention_with", tiers[u]->name);
-        check(same_bits(&p, od, ow), name, "outputs differ");
+        if (tiers[u]->attn_dense_ranges) {
+            snprintf(name, sizeof name, "%s d=64, bounds not dense: ge_attention_dense takes the "
+                     "dense kernel with ranges (bits differ from the tiled kernel's)",
+                     tiers[u]->name);
+            check(!same_bits(&p, od, ow), name, "same bits: the dense kernel did not run");
+        } else {
+            snprintf(name, sizeof name, "%s d=64, bounds not dense: ge_attention_dense = "
+                     "ge_attention_with", tiers[u]->name);
+            check(same_bits(&p, od, ow), name, "outputs differ");
+        }
         free(od), free(ow);
         drop(&p);
         ge_model_free(m);
@@ -368,6 +380,102 @@ static void nonfinite_cases(void)
     }
 }
 
+/* Key ranges as a text wave has them (kern.h attn_dense_ranges): records of lengths len[]
+ * packed one after another, each row seeing its own record's keys within radius (radius < 0:
+ * all of them); one row with no keys. Checked on the tiers whose kernel takes ranges: the
+ * oracle and fp64 bounds, the same bits under any split and through ge_attention with 1, 2
+ * and 3 threads, and each record's rows the bits of that record run alone. */
+static void set_ranges(problem *p, const int *len, int nrec, int radius)
+{
+    int64_t s = 0;
+    for (int r = 0; r < nrec; r++) {
+        for (int64_t i = s; i < s + len[r]; i++) {
+            p->lo[i] = (int32_t)(radius < 0 || i - radius < s ? s : i - radius);
+            p->hi[i] = (int32_t)(radius < 0 || i + radius + 1 > s + len[r] ? s + len[r]
+                                                                            : i + radius + 1);
+        }
+        s += len[r];
+    }
+}
+
+static void ranged_case(const int *len, int nrec, int radius, int nh, int nkv, int d)
+{
+    int64_t n = 0;
+    for (int r = 0; r < nrec; r++)
+        n += len[r];
+    const float amp = 2.0f * sqrtf(3.0f) / sqrtf(sqrtf((float)d));
+    problem p = make(n, nh, nkv, d, amp);
+    set_ranges(&p, len, nrec, radius);
+    p.hi[n / 2] = p.lo[n / 2]; /* a row without keys: zeros */
+    planes P = pack(&p);
+    double *t = truth(&p);
+    float *os = run_oracle(&p);
+    const double es = err_truth(&p, os, t);
+    char name[256], shape[96];
+    snprintf(shape, sizeof shape, "%d records in %lld rows, radius %d, %d/%d d=%d", nrec,
+             (long long)n, radius, nh, nkv, d);
+    fprintf(report, "ranges: %s scalar %.3g", shape, es);
+    for (int u = 0; u < ntiers; u++) {
+        const ge_kern *k = tiers[u];
+        if (!k->attn_dense_ranges)
+            continue;
+        float *o0 = run_kernel(k, &p, &P, 0);
+        const double e = err_truth(&p, o0, t), r = err_rel(&p, o0, os);
+        fprintf(report, "  %s %.3g (rel to oracle %.2g)", k->name, e, r);
+        snprintf(name, sizeof name, "%s %s: within 2x the oracle's error of fp64, rel. "
+                 "difference to the oracle < 2e-5", k->name, shape);
+        check(e <= 2 * es + 1e-6 && r < 2e-5, name, "max error %.3g (oracle %.3g), rel %.3g", e,
+              es, r);
+        int ok = 1;
+        for (int sp = 1; sp <= 2; sp++) {
+            float *o = run_kernel(k, &p, &P, sp);
+            ok &= same_bits(&p, o0, o);
+            free(o);
+        }
+        for (int th = 1; th <= 3; th++) {
+            ge_model *m = open_model(k->tier, th, 0);
+            float *o = xalloc(count(&p));
+            const ge_attn_args a = args_of(&p, o);
+            ge_attn_planes *pl = NULL;
+            ok &= ge_attention_keys(&m->cx, &pl, &a, p.n);
+            ge_attention(&m->cx, &a, p.n, pl);
+            ge_attn_planes_free(pl);
+            ok &= same_bits(&p, o0, o);
+            free(o);
+            ge_model_free(m);
+        }
+        snprintf(name, sizeof name, "%s %s: any split, and ge_attention_keys + ge_attention with 1, 2, 3 threads, "
+                 "give the same bits", k->name, shape);
+        check(ok, name, "outputs differ");
+        /* each record alone: its rows, keys and ranges moved to 0 */
+        ok = 1;
+        const int w = nh * d, wk = nkv * d;
+        int64_t s0 = 0;
+        for (int rec = 0; rec < nrec; rec++) {
+            problem a = make(len[rec], nh, nkv, d, amp);
+            memcpy(a.q, p.q + s0 * w, (size_t)len[rec] * w * sizeof(float));
+            memcpy(a.k, p.k + s0 * wk, (size_t)len[rec] * wk * sizeof(float));
+            memcpy(a.v, p.v + s0 * wk, (size_t)len[rec] * wk * sizeof(float));
+            for (int64_t i = 0; i < len[rec]; i++)
+                a.lo[i] = (int32_t)(p.lo[s0 + i] - s0), a.hi[i] = (int32_t)(p.hi[s0 + i] - s0);
+            planes A = pack(&a);
+            float *oa = run_kernel(k, &a, &A, 2);
+            ok &= memcmp(oa, o0 + s0 * w, (size_t)len[rec] * w * sizeof(float)) == 0;
+            free(oa), free(A.kt), free(A.v);
+            drop(&a);
+            s0 += len[rec];
+        }
+        snprintf(name, sizeof name, "%s %s: each record alone gives its rows' bits in the wave",
+                 k->name, shape);
+        check(ok, name, "a record's rows differ");
+        free(o0);
+    }
+    fprintf(report, "\n");
+    fflush(report);
+    free(os), free(t), free(P.kt), free(P.v);
+    drop(&p);
+}
+
 /* The checks above can fail: one flipped bit is seen, a perturbed output is out of bounds. */
 static void self_check(void)
 {
@@ -418,6 +526,13 @@ int main(int argc, char **argv)
             kernel_case(n, ns[ni] >= 631 ? 2 : 4, ns[ni] >= 631 ? 2 : 4, dims[di]);
         }
     kernel_case(100, 4, 2, 64); /* GQA */
+    static const int wave[] = {37, 300, 5, 129, 1, 64};
+    ranged_case(wave, 6, -1, 4, 2, 64); /* full layers: each record's keys */
+    ranged_case(wave, 6, 40, 4, 2, 64); /* sliding layers */
+    ranged_case(wave, 6, 7, 2, 1, 16);  /* windows narrower than a block's rows */
+    static const int text[] = {700, 90};
+    ranged_case(text, 2, 200, 4, 2, SHRINK ? 64 : 256); /* the model's sliding shape */
+    ranged_case(text, 2, -1, 4, 1, SHRINK ? 64 : 512);  /* and its full one */
     kernel_case(45, 3, 1, 48);  /* MQA, a 48-wide head (3 of 4 vectors) */
     kernel_case(33, 2, 2, 80);  /* 80: one 64-wide chunk and a 16-wide one */
     fallback_cases();
