@@ -30,7 +30,7 @@ static double attention_macs(const ge_attn_args *a, int64_t n_tok)
 {
     double keys = 0;
     for (int64_t i = 0; i < n_tok; i++)
-        keys += a->key_hi[i] - a->key_lo[i];
+        keys += a->key_hi[i] > a->key_lo[i] ? a->key_hi[i] - a->key_lo[i] : 0;
     return 2.0 * keys * a->head_dim * a->n_head;
 }
 
@@ -47,9 +47,12 @@ void ge_attention_with(ge_compute *cx, const ge_attn_args *a, int64_t n_tok, boo
 
 #define DENSE_PANELS 4 /* K^T panels per repack task */
 
+
 struct ge_attn_planes {
     float *buf;          /* kt, v, then the workers' scratch */
     size_t cap;          /* floats in buf */
+    int32_t *ranges;     /* [4][rows]: the ranges ge_attention gives each kernel */
+    size_t ranges_cap;   /* rows */
     float *kt, *v;       /* KV heads [g0, g0 + n_g) of n keys (kern.h ge_attn_dense_args) */
     float *scratch;      /* [threads][scratch_len] */
     size_t scratch_len;
@@ -60,7 +63,7 @@ struct ge_attn_planes {
 void ge_attn_planes_free(ge_attn_planes *P)
 {
     if (P)
-        free(P->buf), free(P);
+        free(P->buf), free(P->ranges), free(P);
 }
 
 /* Round a float count up to whole 64-byte lines. */
@@ -89,7 +92,7 @@ typedef struct {
     const ge_attn_planes *P;
     ge_attn_dense_args d; /* the query heads over the planes */
     void (*attn)(const ge_attn_dense_args *, int, int64_t, int64_t, float *);
-    int64_t n_q, n_qb;        /* query rows; their blocks per head */
+    int64_t n_q, rows, n_qb;  /* query rows; rows per task; tasks per head */
     int64_t pack_tasks;       /* repack tasks per KV head */
 } dense_job;
 
@@ -129,7 +132,7 @@ static bool planes_pack(ge_compute *cx, ge_attn_planes *P, const ge_attn_args *a
     if (!planes_reserve(cx, P, n, n_g, a->head_dim))
         return false;
     P->g0 = g0;
-    dense_job j = {a, P, {0}, NULL, 0, 0,
+    dense_job j = {a, P, {0}, NULL, 0, 0, 0,
                    (GE_ATTN_DENSE_NP(n) / GE_ATTN_DENSE_KEYS + DENSE_PANELS - 1) / DENSE_PANELS};
     ge_parallel(cx, n_g * j.pack_tasks, 0, repack_task, &j);
     return true;
@@ -139,22 +142,25 @@ static void dense_task(void *ctx, int64_t task, int worker)
 {
     const dense_job *j = ctx;
     const int h = (int)(task / j->n_qb);
-    const int64_t q0 = (task % j->n_qb) * GE_ATTN_DENSE_ROWS, q1 = q0 + GE_ATTN_DENSE_ROWS;
+    const int64_t q0 = (task % j->n_qb) * j->rows, q1 = q0 + j->rows;
     j->attn(&j->d, h, q0, q1 < j->n_q ? q1 : j->n_q,
             j->P->scratch + (size_t)worker * j->P->scratch_len);
 }
 
-/* The query heads of P's KV heads, rows [0, n_tok), through the tier's dense kernel. */
+/* The query heads of P's KV heads, rows [0, n_tok), through the tier's dense kernel. Wide
+ * heads go in tasks of several blocks (kern.h GE_ATTN_DENSE_BLOCKS), which share each K^T
+ * panel and V chunk while it is in L2; narrow ones (the vision tower's 64) in tasks of one
+ * block: their planes stay in L2 anyway, and smaller tasks balance better. */
 static void planes_run(ge_compute *cx, const ge_attn_args *a, int64_t n_tok,
                        const ge_attn_planes *P, bool ranges)
 {
     const int d = a->head_dim, group = a->n_head / a->n_kv;
     const int64_t off = (int64_t)P->g0 * group * d; /* the first query head's columns */
+    const int64_t rows = GE_ATTN_DENSE_ROWS * (d >= 256 ? GE_ATTN_DENSE_BLOCKS : 1);
     dense_job j = {a, P,
                    {a->q + off, P->kt, P->v, a->o + off, a->ldq, a->ldo, P->n, group * P->n_g,
                     P->n_g, d, a->scale, ranges ? a->key_lo : NULL, ranges ? a->key_hi : NULL},
-                   cx->kern->attn_dense, n_tok, (n_tok + GE_ATTN_DENSE_ROWS - 1) / GE_ATTN_DENSE_ROWS,
-                   0};
+                   cx->kern->attn_dense, n_tok, rows, (n_tok + rows - 1) / rows, 0};
     ge_parallel(cx, (int64_t)group * P->n_g * j.n_qb, 0, dense_task, &j);
 }
 
@@ -187,12 +193,20 @@ void ge_attention_dense(ge_compute *cx, const ge_attn_args *a, int64_t n_tok, bo
     ge_compute_count(cx, GE_OP_ATTENTION, t0, attention_macs(a, n_tok));
 }
 
+static bool dense_row(const ge_attn_args *a, int64_t i)
+{
+    return a->key_hi[i] - a->key_lo[i] >= GE_ATTN_DENSE_MIN_KEYS;
+}
+
 bool ge_attention_keys(ge_compute *cx, ge_attn_planes **P, const ge_attn_args *a,
                        int64_t n_keys)
 {
     if (!dense_ok(cx, a, cx->cfg.v[GE_CFG_FLASH], true) || n_keys <= 0)
         return false;
-    if (!*P && !(*P = calloc(1, sizeof **P)))
+    bool any = false; /* rows that will read the planes */
+    for (int64_t i = 0; i < n_keys && !any; i++)
+        any = dense_row(a, i);
+    if (!any || (!*P && !(*P = calloc(1, sizeof **P))))
         return false;
     const double t0 = ge_now();
     const bool ok = planes_pack(cx, *P, a, n_keys, 0, a->n_kv);
@@ -200,13 +214,38 @@ bool ge_attention_keys(ge_compute *cx, ge_attn_planes **P, const ge_attn_args *a
     return ok;
 }
 
-void ge_attention(ge_compute *cx, const ge_attn_args *a, int64_t n_tok, const ge_attn_planes *P)
+void ge_attention(ge_compute *cx, const ge_attn_args *a, int64_t n_tok, ge_attn_planes *P)
 {
-    if (!P) {
+    if (P && (size_t)n_tok > P->ranges_cap) {
+        free(P->ranges);
+        P->ranges_cap = 0;
+        if ((P->ranges = malloc((size_t)n_tok * 4 * sizeof(int32_t))))
+            P->ranges_cap = (size_t)n_tok;
+    }
+    if (!P || !P->ranges) {
         ge_attention_with(cx, a, n_tok, cx->cfg.v[GE_CFG_FLASH]);
         return;
     }
-    const double t0 = ge_now();
-    planes_run(cx, a, n_tok, P, true);
-    ge_compute_count(cx, GE_OP_ATTENTION, t0, attention_macs(a, n_tok));
+    /* short rows to the tiled kernel (the others empty there: it zeroes them), then long
+     * ones to the dense kernel (the others skipped there: key_lo > key_hi) */
+    int32_t *tlo = P->ranges, *thi = tlo + n_tok, *dlo = thi + n_tok, *dhi = dlo + n_tok;
+    int64_t n_dense = 0;
+    for (int64_t i = 0; i < n_tok; i++) {
+        const bool dense = dense_row(a, i);
+        n_dense += dense;
+        tlo[i] = a->key_lo[i], thi[i] = dense ? a->key_lo[i] : a->key_hi[i];
+        dlo[i] = dense ? a->key_lo[i] : 1, dhi[i] = dense ? a->key_hi[i] : 0;
+    }
+    if (n_dense < n_tok) {
+        ge_attn_args t = *a;
+        t.key_lo = tlo, t.key_hi = thi;
+        ge_attention_with(cx, &t, n_tok, true);
+    }
+    if (n_dense) {
+        ge_attn_args d = *a;
+        d.key_lo = dlo, d.key_hi = dhi;
+        const double t0 = ge_now();
+        planes_run(cx, &d, n_tok, P, true);
+        ge_compute_count(cx, GE_OP_ATTENTION, t0, attention_macs(&d, n_tok));
+    }
 }

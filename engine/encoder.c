@@ -338,8 +338,9 @@ static ge_status layer_forward(ge_model *m, const ge_layer *l, int T, ge_wave_ws
     norm_rows(m, b->k, (int64_t)T * nkv, d, &l->k_norm, b->w);
     norm_rows(m, b->v, (int64_t)T * nkv, d, NULL, b->w);
     elementwise(m, EW_ROPE_K, b, l, 0, T);
+    const int type = l->sliding ? 0 : 1;
     const ge_attn_args keys = {NULL, b->k, b->v, NULL, 0, (int64_t)nkv * d, 0, m->hp.n_head,
-                               nkv, d, 1.0f, NULL, NULL};
+                               nkv, d, 1.0f, b->lo[type], b->hi[type]};
     const bool planes = ge_attention_keys(&m->cx, &b->planes, &keys, T);
     for (int c0 = 0; c0 < T && !st; c0 += CHUNK)
         st = chunk_forward(m, l, c0, T - c0 < CHUNK ? T - c0 : CHUNK, b, planes, err);

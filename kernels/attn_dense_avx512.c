@@ -1,7 +1,9 @@
 /* attn_dense_avx512.c - dense attention over head-major planes, AVX-512F (attn.h has the
  * numerics, kern.h the layout), with per-row key ranges (a text wave: each record's keys, a
  * sliding window) or every key (the vision tower). The rows of a call go in blocks of up to
- * GE_ATTN_DENSE_ROWS = 12 neighbours whose ranges differ by at most SLACK at either end:
+ * GE_ATTN_DENSE_ROWS = 12 neighbours whose ranges differ by at most SLACK at either end, and
+ * up to GE_ATTN_DENSE_BLOCKS blocks are taken together, so that each K^T panel and V chunk
+ * comes from memory once for all of them and from L2 for the others:
  *  - scores: 12 rows x one K^T panel (32 keys, 2 zmm) of fma chains over the head dim, each
  *    step a broadcast of q[r][e] times the panel's row e (24 accumulators), over the panels
  *    that hold the block's keys; scaled and stored in the scratch rows;
@@ -23,13 +25,19 @@
 #define PV_ROWS 6
 #define KC 256  /* keys per chunk of the values pass */
 #define SLACK 16 /* spread of the first (and of the last) key within a block */
+#define NB GE_ATTN_DENSE_BLOCKS
 #define INLINE static inline __attribute__((always_inline))
 
 typedef struct {
     const float *kt, *v; /* this head's planes */
     int64_t n, np;
-    int d, nr;           /* head dim; real rows in the block */
+    int d;
     float scale;
+} planes;
+
+typedef struct {
+    int64_t i0;          /* its first row */
+    int nr;              /* real rows */
     float *S;            /* [ROWS][np]: scores, then probabilities, of keys p0 + j */
     float *Qt;           /* [d][ROWS]: the block's q rows, transposed */
     float *O;            /* [ROWS][d]: output accumulators */
@@ -47,43 +55,87 @@ static inline int64_t max64(int64_t x, int64_t y) { return x > y ? x : y; }
 
 /* ---- scores ---------------------------------------------------------------------------- */
 
-/* S = scale * Q K^T over the panels [p0, p1). */
-static void scores(const blk *b)
+/* r[i] = row i of a 16 x 16 tile in, column i out. */
+INLINE void transpose16(__m512 r[16])
 {
-    const int d = b->d;
-    const __m512 scale = _mm512_set1_ps(b->scale);
-    for (int64_t j0 = b->p0; j0 < b->p1; j0 += KEYS) {
-        const float *pan = b->kt + j0 * d;
-        __m512 acc[ROWS][2];
+    __m512 t[16];
+#pragma GCC unroll 8
+    for (int i = 0; i < 8; i++) {
+        t[2 * i] = _mm512_unpacklo_ps(r[2 * i], r[2 * i + 1]);
+        t[2 * i + 1] = _mm512_unpackhi_ps(r[2 * i], r[2 * i + 1]);
+    }
+#pragma GCC unroll 4
+    for (int i = 0; i < 4; i++) {
+        r[4 * i] = _mm512_shuffle_ps(t[4 * i], t[4 * i + 2], 0x44);
+        r[4 * i + 1] = _mm512_shuffle_ps(t[4 * i], t[4 * i + 2], 0xee);
+        r[4 * i + 2] = _mm512_shuffle_ps(t[4 * i + 1], t[4 * i + 3], 0x44);
+        r[4 * i + 3] = _mm512_shuffle_ps(t[4 * i + 1], t[4 * i + 3], 0xee);
+    }
+#pragma GCC unroll 8
+    for (int i = 0; i < 8; i++) {
+        const int a = i / 4 * 8 + i % 4;
+        t[a] = _mm512_shuffle_f32x4(r[a], r[a + 4], 0x88);
+        t[a + 4] = _mm512_shuffle_f32x4(r[a], r[a + 4], 0xdd);
+    }
+#pragma GCC unroll 8
+    for (int j = 0; j < 8; j++) {
+        r[j] = _mm512_shuffle_f32x4(t[j], t[j + 8], 0x88);
+        r[j + 8] = _mm512_shuffle_f32x4(t[j], t[j + 8], 0xdd);
+    }
+}
+
+/* Qt[e][r] = dim e of query row r < nr (rows ldq apart), 0 for the padding rows: 16 dims at
+ * a time through a register transpose (copying them one by one took ~15% of a short record's
+ * attention). */
+static void transpose_q(float *Qt, const float *q, int64_t ldq, int nr, int d)
+{
+    for (int e = 0; e < d; e += 16) {
+        __m512 r[16];
+#pragma GCC unroll 16
+        for (int i = 0; i < 16; i++)
+            r[i] = i < nr ? _mm512_loadu_ps(q + i * ldq + e) : _mm512_setzero_ps();
+        transpose16(r);
+#pragma GCC unroll 16
+        for (int k = 0; k < 16; k++)
+            _mm512_mask_storeu_ps(Qt + (e + k) * ROWS, (1u << ROWS) - 1, r[k]);
+    }
+}
+
+/* Block b's scores on the panel of keys j0 .. j0 + KEYS - 1: scale * Q K^T. */
+static void scores(const planes *pl, const blk *b, int64_t j0)
+{
+    const int d = pl->d;
+    const __m512 scale = _mm512_set1_ps(pl->scale);
+    const float *pan = pl->kt + j0 * d;
+    __m512 acc[ROWS][2];
 #pragma GCC unroll 12
-        for (int r = 0; r < ROWS; r++)
-            acc[r][0] = acc[r][1] = _mm512_setzero_ps();
-        for (int e = 0; e < d; e++) {
-            const __m512 k0 = _mm512_load_ps(pan + e * KEYS);
-            const __m512 k1 = _mm512_load_ps(pan + e * KEYS + 16);
-            const float *qe = b->Qt + e * ROWS;
-#pragma GCC unroll 12
-            for (int r = 0; r < ROWS; r++) {
-                const __m512 qv = _mm512_set1_ps(qe[r]);
-                acc[r][0] = _mm512_fmadd_ps(qv, k0, acc[r][0]);
-                acc[r][1] = _mm512_fmadd_ps(qv, k1, acc[r][1]);
-            }
-        }
-        float *s = b->S + (j0 - b->p0);
+    for (int r = 0; r < ROWS; r++)
+        acc[r][0] = acc[r][1] = _mm512_setzero_ps();
+    for (int e = 0; e < d; e++) {
+        const __m512 k0 = _mm512_load_ps(pan + e * KEYS);
+        const __m512 k1 = _mm512_load_ps(pan + e * KEYS + 16);
+        const float *qe = b->Qt + e * ROWS;
 #pragma GCC unroll 12
         for (int r = 0; r < ROWS; r++) {
-            _mm512_store_ps(s + r * b->np, _mm512_mul_ps(acc[r][0], scale));
-            _mm512_store_ps(s + r * b->np + 16, _mm512_mul_ps(acc[r][1], scale));
+            const __m512 qv = _mm512_set1_ps(qe[r]);
+            acc[r][0] = _mm512_fmadd_ps(qv, k0, acc[r][0]);
+            acc[r][1] = _mm512_fmadd_ps(qv, k1, acc[r][1]);
         }
+    }
+    float *s = b->S + (j0 - b->p0);
+#pragma GCC unroll 12
+    for (int r = 0; r < ROWS; r++) {
+        _mm512_store_ps(s + r * pl->np, _mm512_mul_ps(acc[r][0], scale));
+        _mm512_store_ps(s + r * pl->np + 16, _mm512_mul_ps(acc[r][1], scale));
     }
 }
 
 /* ---- probabilities --------------------------------------------------------------------- */
 
 /* Row r's scores (its keys [lo, hi)) -> exp(s - m), m their max; returns l = their sum. */
-static float probs(const blk *b, int r)
+static float probs(const planes *pl, const blk *b, int r)
 {
-    float *s = b->S + r * b->np + (b->lo[r] - b->p0);
+    float *s = b->S + r * pl->np + (b->lo[r] - b->p0);
     const int64_t len = b->hi[r] - b->lo[r];
     __m512 mx = _mm512_set1_ps(-__builtin_inff());
     for (int64_t j = 0; j < len; j += 16) {
@@ -105,21 +157,22 @@ static float probs(const blk *b, int r)
 /* ---- values ---------------------------------------------------------------------------- */
 
 /* O[r0 + r][e .. e + 16W) += sum_j p[r0 + r][j] v_j over keys [j0, j1), r < PV_ROWS. */
-INLINE void pv_chunk(const int W, const blk *b, int r0, int e, int64_t j0, int64_t j1)
+INLINE void pv_chunk(const int W, const planes *pl, const blk *b, int r0, int e, int64_t j0,
+                     int64_t j1)
 {
-    const int d = b->d;
+    const int d = pl->d;
     float *o[PV_ROWS];
     const float *p[PV_ROWS];
 #pragma GCC unroll 6
     for (int r = 0; r < PV_ROWS; r++)
-        o[r] = b->O + (r0 + r) * d + e, p[r] = b->S + (r0 + r) * b->np - b->p0;
+        o[r] = b->O + (r0 + r) * d + e, p[r] = b->S + (r0 + r) * pl->np - b->p0;
     __m512 acc[PV_ROWS][4];
 #pragma GCC unroll 6
     for (int r = 0; r < PV_ROWS; r++)
 #pragma GCC unroll 4
         for (int w = 0; w < W; w++)
             acc[r][w] = _mm512_load_ps(o[r] + 16 * w);
-    const float *vj = b->v + j0 * d + e;
+    const float *vj = pl->v + j0 * d + e;
     for (int64_t j = j0; j < j1; j++, vj += d) {
         __m512 vv[4];
 #pragma GCC unroll 4
@@ -141,10 +194,10 @@ INLINE void pv_chunk(const int W, const blk *b, int r0, int e, int64_t j0, int64
 }
 
 /* O[r] += sum_j p[r][j] v_j over keys [j0, j1): one row (the keys the others do not see). */
-static void pv_row(const blk *b, int r, int64_t j0, int64_t j1)
+static void pv_row(const planes *pl, const blk *b, int r, int64_t j0, int64_t j1)
 {
-    const int d = b->d;
-    const float *p = b->S + r * b->np - b->p0;
+    const int d = pl->d;
+    const float *p = b->S + r * pl->np - b->p0;
     for (int e = 0; e < d; e += 64) {
         const int W = d - e >= 64 ? 4 : (d - e) / 16;
         float *o = b->O + r * d + e;
@@ -154,49 +207,61 @@ static void pv_row(const blk *b, int r, int64_t j0, int64_t j1)
         for (int64_t j = j0; j < j1; j++) {
             const __m512 pr = _mm512_set1_ps(p[j]);
             for (int w = 0; w < W; w++)
-                acc[w] = _mm512_fmadd_ps(pr, _mm512_loadu_ps(b->v + j * d + e + 16 * w), acc[w]);
+                acc[w] = _mm512_fmadd_ps(pr, _mm512_loadu_ps(pl->v + j * d + e + 16 * w), acc[w]);
         }
         for (int w = 0; w < W; w++)
             _mm512_store_ps(o + 16 * w, acc[w]);
     }
 }
 
-/* Keys [j0, j1), which rows r0 .. r0 + PV_ROWS - 1 all see, chunk by chunk. */
-static void pv_common(const blk *b, int r0, int64_t j0, int64_t j1)
+/* A group of up to PV_ROWS rows of a block and the keys [c0, c1) all of its real rows see
+ * (c0 >= c1: none). */
+typedef struct {
+    const blk *b;
+    int r0, r1;
+    int64_t c0, c1;
+} group;
+
+/* O = P V for every row of the blocks, each over its own keys in increasing order: the keys
+ * before those all of its group sees, those (chunk by chunk, every group inside a chunk), the
+ * keys after them. */
+static void values(const planes *pl, const blk *B, int nb)
 {
-    for (int64_t c0 = j0; c0 < j1; c0 += KC) {
-        const int64_t c1 = min64(c0 + KC, j1);
-        for (int e = 0; e < b->d; e += 64)
-            switch (b->d - e >= 64 ? 4 : (b->d - e) / 16) {
-            case 1: pv_chunk(1, b, r0, e, c0, c1); break;
-            case 2: pv_chunk(2, b, r0, e, c0, c1); break;
-            case 3: pv_chunk(3, b, r0, e, c0, c1); break;
-            default: pv_chunk(4, b, r0, e, c0, c1); break;
+    group G[NB * (ROWS / PV_ROWS)];
+    int ng = 0;
+    int64_t cmin = INT64_MAX, cmax = 0;
+    for (int k = 0; k < nb; k++) {
+        memset(B[k].O, 0, (size_t)ROWS * pl->d * sizeof(float));
+        for (int r0 = 0; r0 < B[k].nr; r0 += PV_ROWS) {
+            group *g = &G[ng++];
+            *g = (group){&B[k], r0, r0 + PV_ROWS < B[k].nr ? r0 + PV_ROWS : B[k].nr, 0, INT64_MAX};
+            for (int r = g->r0; r < g->r1; r++)
+                g->c0 = max64(g->c0, B[k].lo[r]), g->c1 = min64(g->c1, B[k].hi[r]);
+            for (int r = g->r0; r < g->r1; r++) /* before the common keys, or all */
+                pv_row(pl, g->b, r, B[k].lo[r], g->c0 < g->c1 ? g->c0 : B[k].hi[r]);
+            if (g->c0 < g->c1)
+                cmin = min64(cmin, g->c0), cmax = max64(cmax, g->c1);
+        }
+    }
+    for (int64_t c0 = cmin; c0 < cmax; c0 += KC) {
+        const int64_t c1 = min64(c0 + KC, cmax);
+        for (int e = 0; e < pl->d; e += 64)
+            for (int k = 0; k < ng; k++) {
+                const group *g = &G[k];
+                const int64_t j0 = max64(c0, g->c0), j1 = min64(c1, g->c1);
+                if (j0 >= j1)
+                    continue;
+                switch (pl->d - e >= 64 ? 4 : (pl->d - e) / 16) {
+                case 1: pv_chunk(1, pl, g->b, g->r0, e, j0, j1); break;
+                case 2: pv_chunk(2, pl, g->b, g->r0, e, j0, j1); break;
+                case 3: pv_chunk(3, pl, g->b, g->r0, e, j0, j1); break;
+                default: pv_chunk(4, pl, g->b, g->r0, e, j0, j1); break;
+                }
             }
     }
-}
-
-/* O = P V, each row over its own keys in increasing order: the keys before those all of its
- * group of PV_ROWS see, those, the keys after them. */
-static void values(const blk *b)
-{
-    memset(b->O, 0, (size_t)ROWS * b->d * sizeof(float));
-    for (int r0 = 0; r0 < b->nr; r0 += PV_ROWS) {
-        const int r1 = r0 + PV_ROWS < b->nr ? r0 + PV_ROWS : b->nr;
-        int64_t c0 = 0, c1 = INT64_MAX; /* the keys all real rows of the group see */
-        for (int r = r0; r < r1; r++)
-            c0 = max64(c0, b->lo[r]), c1 = min64(c1, b->hi[r]);
-        if (c0 >= c1) { /* no common keys: row by row */
-            for (int r = r0; r < r1; r++)
-                pv_row(b, r, b->lo[r], b->hi[r]);
-            continue;
-        }
-        for (int r = r0; r < r1; r++)
-            pv_row(b, r, b->lo[r], c0);
-        pv_common(b, r0, c0, c1);
-        for (int r = r0; r < r1; r++)
-            pv_row(b, r, c1, b->hi[r]);
-    }
+    for (int k = 0; k < ng; k++) /* after the common keys */
+        for (int r = G[k].r0; r < G[k].r1 && G[k].c0 < G[k].c1; r++)
+            pv_row(pl, G[k].b, r, G[k].c1, G[k].b->hi[r]);
 }
 
 /* ---- driver ---------------------------------------------------------------------------- */
@@ -225,36 +290,50 @@ void ge_attn_dense_avx512(const ge_attn_dense_args *a, int head, int64_t q0, int
 {
     const int d = a->head_dim;
     const int64_t np = GE_ATTN_DENSE_NP(a->n), g = head / (a->n_head / a->n_kv);
-    blk b = {a->kt + g * np * d, a->v + g * a->n * d, a->n, np, d, 0, a->scale,
-             scratch, scratch + ROWS * np, scratch + ROWS * (np + d), 0, 0, {0}, {0}};
-    for (int64_t i0 = q0; i0 < q1; i0 += b.nr) {
-        float *o0 = a->o + i0 * a->ldo + (int64_t)head * d;
-        if (key_lo(a, i0) >= key_hi(a, i0)) { /* no keys: o = 0 */
-            memset(o0, 0, (size_t)d * sizeof(float));
-            b.nr = 1;
-            continue;
+    const planes pl = {a->kt + g * np * d, a->v + g * a->n * d, a->n, np, d, a->scale};
+    const size_t per_block = (size_t)ROWS * (np + 2 * d);
+    blk B[NB];
+    for (int64_t i = q0; i < q1;) {
+        int nb = 0;
+        while (nb < NB && i < q1) {
+            if (key_lo(a, i) >= key_hi(a, i)) { /* no keys: o = 0, or a row skipped */
+                if (key_lo(a, i) == key_hi(a, i))
+                    memset(a->o + i * a->ldo + (int64_t)head * d, 0, (size_t)d * sizeof(float));
+                i++;
+                continue;
+            }
+            blk *b = &B[nb++];
+            b->S = scratch + nb * per_block - per_block;
+            b->Qt = b->S + ROWS * np, b->O = b->Qt + ROWS * d;
+            b->i0 = i, b->nr = block_rows(a, i, q1);
+            int64_t lmin = INT64_MAX, hmax = 0;
+            for (int r = 0; r < b->nr; r++) {
+                b->lo[r] = key_lo(a, i + r), b->hi[r] = key_hi(a, i + r);
+                lmin = min64(lmin, b->lo[r]), hmax = max64(hmax, b->hi[r]);
+            }
+            b->p0 = lmin / KEYS * KEYS, b->p1 = min64(np, (hmax + KEYS - 1) / KEYS * KEYS);
+            transpose_q(b->Qt, a->q + i * a->ldq + (int64_t)head * d, a->ldq, b->nr, d);
+            i += b->nr;
         }
-        b.nr = block_rows(a, i0, q1);
-        int64_t lmin = INT64_MAX, hmax = 0;
-        for (int r = 0; r < b.nr; r++) {
-            b.lo[r] = key_lo(a, i0 + r), b.hi[r] = key_hi(a, i0 + r);
-            lmin = min64(lmin, b.lo[r]), hmax = max64(hmax, b.hi[r]);
-        }
-        b.p0 = lmin / KEYS * KEYS, b.p1 = min64(np, (hmax + KEYS - 1) / KEYS * KEYS);
-        for (int e = 0; e < d; e++)
-            for (int r = 0; r < ROWS; r++)
-                b.Qt[e * ROWS + r] = r < b.nr ? a->q[(i0 + r) * a->ldq + (int64_t)head * d + e]
-                                              : 0.0f;
-        scores(&b);
-        float l[ROWS];
-        for (int r = 0; r < b.nr; r++)
-            l[r] = probs(&b, r);
-        values(&b);
-        for (int r = 0; r < b.nr; r++) {
-            float *o = a->o + (i0 + r) * a->ldo + (int64_t)head * d;
-            const __m512 lv = _mm512_set1_ps(l[r]);
-            for (int e = 0; e < d; e += 16)
-                _mm512_storeu_ps(o + e, _mm512_div_ps(_mm512_load_ps(b.O + r * d + e), lv));
-        }
+        int64_t pmin = INT64_MAX, pmax = 0;
+        for (int k = 0; k < nb; k++)
+            pmin = min64(pmin, B[k].p0), pmax = max64(pmax, B[k].p1);
+        for (int64_t j0 = pmin; j0 < pmax; j0 += KEYS) /* each panel once for all blocks */
+            for (int k = 0; k < nb; k++)
+                if (B[k].p0 <= j0 && j0 < B[k].p1)
+                    scores(&pl, &B[k], j0);
+        float l[NB][ROWS];
+        for (int k = 0; k < nb; k++)
+            for (int r = 0; r < B[k].nr; r++)
+                l[k][r] = probs(&pl, &B[k], r);
+        values(&pl, B, nb);
+        for (int k = 0; k < nb; k++)
+            for (int r = 0; r < B[k].nr; r++) {
+                float *o = a->o + (B[k].i0 + r) * a->ldo + (int64_t)head * d;
+                const __m512 lv = _mm512_set1_ps(l[k][r]);
+                for (int e = 0; e < d; e += 16)
+                    _mm512_storeu_ps(o + e,
+                                     _mm512_div_ps(_mm512_load_ps(B[k].O + r * d + e), lv));
+            }
     }
 }

@@ -78,10 +78,15 @@ typedef struct {
 /* Keys rounded up to whole panels. */
 #define GE_ATTN_DENSE_NP(n) \
     (((n) + GE_ATTN_DENSE_KEYS - 1) / GE_ATTN_DENSE_KEYS * GE_ATTN_DENSE_KEYS)
-/* Scratch floats one attn_dense call needs: the block's scores, its q rows transposed and
+/* Blocks a kernel may keep at once (the avx512 kernel scores each K^T panel, and takes each
+ * V chunk, for all of them while the panel or chunk is in L2); the engine's calls have up to
+ * GE_ATTN_DENSE_ROWS * GE_ATTN_DENSE_BLOCKS rows. */
+#define GE_ATTN_DENSE_BLOCKS 4
+/* Scratch floats one attn_dense call needs: per block, its scores, its q rows transposed and
  * its output accumulators. */
-#define GE_ATTN_DENSE_SCRATCH(n, head_dim) \
-    ((size_t)GE_ATTN_DENSE_ROWS * ((size_t)GE_ATTN_DENSE_NP(n) + 2 * (size_t)(head_dim)))
+#define GE_ATTN_DENSE_SCRATCH(n, head_dim)                                           \
+    ((size_t)GE_ATTN_DENSE_BLOCKS * GE_ATTN_DENSE_ROWS *                             \
+     ((size_t)GE_ATTN_DENSE_NP(n) + 2 * (size_t)(head_dim)))
 typedef struct {
     const float *q;  /* q[i * ldq + h * head_dim + e], token-major as the linears write it */
     const float *kt; /* KV head g, key j, dim e at kt[g * NP(n) * head_dim + (j / KEYS) *
@@ -93,7 +98,8 @@ typedef struct {
     int n_head, n_kv, head_dim; /* query head h reads KV head h / (n_head / n_kv) */
     float scale;
     /* Query row i sees keys [key_lo[i], key_hi[i]) of the planes (a text wave's records and
-     * sliding windows); NULL: every key [0, n). Only tiers with attn_dense_ranges take them. */
+     * sliding windows; key_lo == key_hi: o = 0; key_lo > key_hi: the row is skipped, o left
+     * as it is); NULL: every key [0, n). Only tiers with attn_dense_ranges take them. */
     const int32_t *key_lo, *key_hi;
 } ge_attn_dense_args;
 

@@ -17,7 +17,7 @@
  * wall time, medians of ROUNDS (default 5). GMAC/s count 2 * keys * d * heads MACs (q.k and
  * p v); the peak is the tier's fp32 FMA loop times the threads.
  * bench_attn text [avx512] [ROUNDS]: the same for the text layers (one record of 512 and 2048
- * tokens), the dense side as the encoder calls it on tiers whose dense kernel takes key
+ * tokens; waves of records of 128 and 40 tokens), the dense side as the encoder calls it on tiers whose dense kernel takes key
  * ranges (ge_attention_keys, then ge_attention). */
 #include <math.h>
 #include <stdint.h>
@@ -146,6 +146,7 @@ typedef struct {
     const char *name;
     int nh, nkv, d, radius; /* radius < 0: every key */
     int ns[3];
+    int record;             /* > 0: the n rows are records of this many tokens */
 } engine_shape;
 
 static int engine(const char *what, const char *tier, int rounds)
@@ -167,12 +168,15 @@ static int engine(const char *what, const char *tier, int rounds)
            "process CPU time (%% of peak), what the threads got done while they ran\n\n"
            "| shape | n | threads | tiled: ms | wall | cpu | dense: ms | wall | cpu | speed-up "
            "wall / cpu |\n|---|---|---|---|---|---|---|---|---|---|\n", tier, peak, rounds);
-    static const engine_shape vis[] = {{"vision 12x64", 12, 12, 64, -1, {630, 2376, 9900}}};
+    static const engine_shape vis[] = {{"vision 12x64", 12, 12, 64, -1, {630, 2376, 9900}, 0}};
     static const engine_shape txt[] = {
-        {"sliding 4x256 / 2 kv, radius 512", 4, 2, 256, 512, {512, 2048, 0}},
-        {"full 4x512 / 1 kv", 4, 1, 512, -1, {512, 2048, 0}}};
+        {"sliding 4x256 / 2 kv, radius 512", 4, 2, 256, 512, {512, 2048, 0}, 0},
+        {"full 4x512 / 1 kv", 4, 1, 512, -1, {512, 2048, 0}, 0},
+        {"sliding, records of 128", 4, 2, 256, 512, {2048, 0, 0}, 128},
+        {"full, records of 128", 4, 1, 512, -1, {2048, 0, 0}, 128},
+        {"sliding, records of 40", 4, 2, 256, 512, {2040, 0, 0}, 40}};
     const engine_shape *shapes = text ? txt : vis;
-    const int nshapes = text ? 2 : 1;
+    const int nshapes = text ? 5 : 1;
     for (int si = 0; si < nshapes; si++)
         for (int ni = 0; ni < 3 && shapes[si].ns[ni]; ni++) {
             const engine_shape *S = &shapes[si];
@@ -192,9 +196,10 @@ static int engine(const char *what, const char *tier, int rounds)
                 k[i] = 0.4f * frand(), v[i] = frand();
             double keys = 0;
             for (int i = 0; i < n; i++) {
-                const int r = S->radius;
-                lo[i] = r < 0 || i - r < 0 ? 0 : i - r;
-                hi[i] = r < 0 || i + r + 1 > n ? n : i + r + 1;
+                const int r = S->radius, s0 = S->record ? i / S->record * S->record : 0;
+                const int s1 = S->record ? s0 + S->record : n;
+                lo[i] = r < 0 || i - r < s0 ? s0 : i - r;
+                hi[i] = r < 0 || i + r + 1 > s1 ? s1 : i + r + 1;
                 keys += hi[i] - lo[i];
             }
             const ge_attn_args a = {q, k, v, o, D, DK, D, S->nh, S->nkv, S->d, 1.0f, lo, hi};

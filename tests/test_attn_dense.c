@@ -235,6 +235,18 @@ static float *run_engine(ge_model *m, const problem *p, int with)
     return o;
 }
 
+/* All heads as the text encoder runs them: ge_attention_keys, then ge_attention. */
+static float *text_attention(ge_model *m, const problem *p)
+{
+    float *o = xalloc(count(p));
+    const ge_attn_args a = args_of(p, o);
+    ge_attn_planes *pl = NULL;
+    ge_attention_keys(&m->cx, &pl, &a, p->n);
+    ge_attention(&m->cx, &a, p->n, pl);
+    ge_attn_planes_free(pl);
+    return o;
+}
+
 /* ---- cases ----------------------------------------------------------------------------- */
 
 /* Accuracy and split-independence of every tier's kernel, and the engine's path (1, 2, 3
@@ -411,7 +423,7 @@ static void ranged_case(const int *len, int nrec, int radius, int nh, int nkv, i
     double *t = truth(&p);
     float *os = run_oracle(&p);
     const double es = err_truth(&p, os, t);
-    char name[256], shape[96];
+    char name[512], shape[96];
     snprintf(shape, sizeof shape, "%d records in %lld rows, radius %d, %d/%d d=%d", nrec,
              (long long)n, radius, nh, nkv, d);
     fprintf(report, "ranges: %s scalar %.3g", shape, es);
@@ -432,25 +444,42 @@ static void ranged_case(const int *len, int nrec, int radius, int nh, int nkv, i
             ok &= same_bits(&p, o0, o);
             free(o);
         }
+        snprintf(name, sizeof name, "%s %s: any split gives the same bits", k->name, shape);
+        check(ok, name, "outputs differ");
+        /* the engine: rows with GE_ATTN_DENSE_MIN_KEYS keys or more from the dense kernel,
+         * the others from the tiled one */
+        ge_model *m1 = open_model(k->tier, 1, 0);
+        float *want = run_engine(m1, &p, 1);
+        ge_model_free(m1);
+        int n_dense = 0;
+        for (int64_t i = 0; i < n; i++)
+            if (p.hi[i] - p.lo[i] >= GE_ATTN_DENSE_MIN_KEYS) {
+                const size_t at = (size_t)i * nh * d;
+                memcpy(want + at, o0 + at, (size_t)nh * d * sizeof(float));
+                n_dense++;
+            }
+        ok = 1;
+        float *oe = NULL;
         for (int th = 1; th <= 3; th++) {
             ge_model *m = open_model(k->tier, th, 0);
-            float *o = xalloc(count(&p));
-            const ge_attn_args a = args_of(&p, o);
-            ge_attn_planes *pl = NULL;
-            ok &= ge_attention_keys(&m->cx, &pl, &a, p.n);
-            ge_attention(&m->cx, &a, p.n, pl);
-            ge_attn_planes_free(pl);
-            ok &= same_bits(&p, o0, o);
-            free(o);
+            float *o = text_attention(m, &p);
+            ok &= same_bits(&p, want, o);
+            if (th == 1)
+                oe = o;
+            else
+                free(o);
             ge_model_free(m);
         }
-        snprintf(name, sizeof name, "%s %s: any split, and ge_attention_keys + ge_attention with 1, 2, 3 threads, "
-                 "give the same bits", k->name, shape);
+        snprintf(name, sizeof name, "%s %s: ge_attention_keys + ge_attention with 1, 2, 3 threads "
+                 "give the dense kernel's bits on the %d rows with >= %d keys and the tiled "
+                 "kernel's on the others", k->name, shape, n_dense, GE_ATTN_DENSE_MIN_KEYS);
         check(ok, name, "outputs differ");
-        /* each record alone: its rows, keys and ranges moved to 0 */
+        /* each record alone, through the kernel and through the engine */
         ok = 1;
+        int ok_engine = 1;
         const int w = nh * d, wk = nkv * d;
         int64_t s0 = 0;
+        ge_model *m = open_model(k->tier, 2, 0);
         for (int rec = 0; rec < nrec; rec++) {
             problem a = make(len[rec], nh, nkv, d, amp);
             memcpy(a.q, p.q + s0 * w, (size_t)len[rec] * w * sizeof(float));
@@ -459,15 +488,22 @@ static void ranged_case(const int *len, int nrec, int radius, int nh, int nkv, i
             for (int64_t i = 0; i < len[rec]; i++)
                 a.lo[i] = (int32_t)(p.lo[s0 + i] - s0), a.hi[i] = (int32_t)(p.hi[s0 + i] - s0);
             planes A = pack(&a);
-            float *oa = run_kernel(k, &a, &A, 2);
-            ok &= memcmp(oa, o0 + s0 * w, (size_t)len[rec] * w * sizeof(float)) == 0;
-            free(oa), free(A.kt), free(A.v);
+            float *oa = run_kernel(k, &a, &A, 2), *ea = text_attention(m, &a);
+            const size_t bytes = (size_t)len[rec] * w * sizeof(float);
+            ok &= memcmp(oa, o0 + s0 * w, bytes) == 0;
+            ok_engine &= memcmp(ea, oe + s0 * w, bytes) == 0;
+            free(oa), free(ea), free(A.kt), free(A.v);
             drop(&a);
             s0 += len[rec];
         }
-        snprintf(name, sizeof name, "%s %s: each record alone gives its rows' bits in the wave",
-                 k->name, shape);
+        ge_model_free(m);
+        snprintf(name, sizeof name, "%s %s: each record alone gives its rows' bits in the wave "
+                 "(the kernel)", k->name, shape);
         check(ok, name, "a record's rows differ");
+        snprintf(name, sizeof name, "%s %s: each record alone gives its rows' bits in the wave "
+                 "(ge_attention)", k->name, shape);
+        check(ok_engine, name, "a record's rows differ");
+        free(want), free(oe);
         free(o0);
     }
     fprintf(report, "\n");
