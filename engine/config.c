@@ -21,7 +21,7 @@ static const ge_switch switches[] = {
     {GE_CFG_HYBRID_TOKENS, "hybrid-tokens", 0, "EI_GEMMA2_CPU_HYBRID_TOKENS", GE_SW_INT, 512,
      0, 1 << 30, "N", "512", "waves smaller than this run on P-cores only", 0},
     {GE_CFG_FLASH, "flash", 0, "EI_GEMMA2_CPU_FLASH", GE_SW_BOOL, 1, 0, 1, NULL, "on",
-     "tiled attention (off: row-by-row reference)", 1},
+     "fast attention kernels (off: row-by-row reference)", 1},
     {GE_CFG_VNNI256, "vnni256", 0, "EI_GEMMA2_CPU_VNNI256", GE_SW_BOOL, 1, 0, 1, NULL, "on",
      "8-row AVX-VNNI Q8_0 kernel (CPUs without AVX-512)", 0},
     {GE_CFG_VNNI256_SHORT, "vnni256-short", 0, "EI_GEMMA2_CPU_VNNI256_SHORT", GE_SW_BOOL, 1, 0,

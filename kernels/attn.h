@@ -24,13 +24,15 @@
  * 0 (never a denormal; e^-87 = 1.6e-38 is just above FLT_MIN), t > 88 gives +inf, NaN stays
  * NaN.
  *
- * Numerics of the dense kernels (attn_dense, avx2 and avx512: every query sees keys [0, n)).
- * Every query row is computed alone, from its own q row and the planes, whatever the split:
+ * Numerics of the dense kernels (attn_dense: each query row sees keys [lo, hi): [0, n) for
+ * the vision tower; with key ranges, on tiers with attn_dense_ranges, its own). Every query
+ * row is computed alone, from its own q row, its range and the planes, whatever the split or
+ * the other rows (so a record gives the same bits alone or packed in a wave):
  *  - score s_j = scale * (q . k_j): one fma chain over the head dim in order, from 0;
- *  - m = the exact max of the row's n scores (no prefix reference, no redo);
+ *  - m = the exact max of the row's scores (no prefix reference, no redo);
  *  - p_j = exp(s_j - m) with the polynomial exp; l = the sum of the p_j in the tier's lanes
- *    (lane j % 16 or j % 8, in key order), then the lanes by a fixed reduction;
- *  - o = sum p_j v_j: one fma chain per element in key order from 0, then o /= l.
+ *    (lane (j - lo) % 16 or % 8, in key order), then the lanes by a fixed reduction;
+ *  - o = sum p_j v_j: one fma chain per element in key order from lo, then o /= l.
  * Rows of other queries (the padding of a partial block included) never enter a row's sums,
  * so NaN or inf elsewhere cannot leak in. */
 #ifndef GE_ATTN_H

@@ -18,7 +18,9 @@ recs = []
 for i in range(100):
     n = random.choice([0, 1, 3, 8, 20, 40, 90, 200])
     recs.append({"id": i, "text": " ".join(random.choice(words) for _ in range(n))})
-target = {"id": "target", "text": "a target record that must not change with its neighbours " * 3}
+# long enough (> 192 tokens) that its full-attention rows take the dense kernel where the
+# tier has one with key ranges (attention.h)
+target = {"id": "target", "text": "a target record that must not change with its neighbours " * 30}
 with open(sys.argv[1] + "/many.jsonl", "w") as f:
     for r in recs[:50] + [target] + recs[50:]:
         f.write(json.dumps(r, ensure_ascii=False) + "\n")
