@@ -9,8 +9,10 @@ void ge_attn_fill(ge_kern *k, ge_tier tier)
     k->attn_dense = NULL; /* the scalar tier runs dense attention through attn */
     k->attn_dense_ranges = false;
 #if defined(__x86_64__)
-    if (tier == GE_TIER_AVX2 || tier == GE_TIER_AVXVNNI)
+    if (tier == GE_TIER_AVX2 || tier == GE_TIER_AVXVNNI) {
         k->attn = ge_attn_avx2, k->attn_dense = ge_attn_dense_avx2;
+        k->attn_dense_ranges = true;
+    }
     if (tier == GE_TIER_AVX512) {
         k->attn = ge_attn_avx512, k->attn_dense = ge_attn_dense_avx512;
         k->attn_dense_ranges = true;

@@ -1,57 +1,23 @@
 /* attn_dense_avx512.c - dense attention over head-major planes, AVX-512F (attn.h has the
- * numerics, kern.h the layout), with per-row key ranges (a text wave: each record's keys, a
- * sliding window) or every key (the vision tower). The rows of a call go in blocks of up to
- * GE_ATTN_DENSE_ROWS = 12 neighbours whose ranges differ by at most SLACK at either end, and
- * up to GE_ATTN_DENSE_BLOCKS blocks are taken together, so that each K^T panel and V chunk
- * comes from memory once for all of them and from L2 for the others:
+ * numerics, kern.h the layout, attn_dense_driver.h the blocking and the key ranges). Steps:
  *  - scores: 12 rows x one K^T panel (32 keys, 2 zmm) of fma chains over the head dim, each
- *    step a broadcast of q[r][e] times the panel's row e (24 accumulators), over the panels
- *    that hold the block's keys; scaled and stored in the scratch rows;
+ *    step a broadcast of q[r][e] times the panel's row e (24 accumulators); scaled, stored
+ *    in the scratch rows;
  *  - probabilities, row by row over the row's own keys: m = their max, p = exp(s - m) 16
  *    keys at a time counted from the row's first key, l summed in those 16 lanes;
- *  - values: 6 rows x 4 zmm (64 dims) of o accumulators in registers across a chunk of KC
- *    keys that all 6 rows see, one load per 16 dims of v and one broadcast of p per row and
- *    key; the keys only some rows see (the ends of a sliding window) go row by row before
- *    and after them, so every row's sums run over its own keys in increasing order.
- * The rows of a partial block are padding (zero q, never stored). */
+ *  - values: 6 rows x 4 zmm (64 dims) of o accumulators in registers across the keys all 6
+ *    rows see, one load per 16 dims of v and one broadcast of p per row and key; one row at
+ *    a time (4 zmm) for the others. */
 #include <immintrin.h>
-#include <string.h>
 
-#include "attn.h"
-#include "exp_avx512.h"
-
-#define KEYS GE_ATTN_DENSE_KEYS
-#define ROWS GE_ATTN_DENSE_ROWS
 #define PV_ROWS 6
-#define KC 256  /* keys per chunk of the values pass */
-#define SLACK 16 /* spread of the first (and of the last) key within a block */
-#define NB GE_ATTN_DENSE_BLOCKS
-#define INLINE static inline __attribute__((always_inline))
-
-typedef struct {
-    const float *kt, *v; /* this head's planes */
-    int64_t n, np;
-    int d;
-    float scale;
-} planes;
-
-typedef struct {
-    int64_t i0;          /* its first row */
-    int nr;              /* real rows */
-    float *S;            /* [ROWS][np]: scores, then probabilities, of keys p0 + j */
-    float *Qt;           /* [d][ROWS]: the block's q rows, transposed */
-    float *O;            /* [ROWS][d]: output accumulators */
-    int64_t p0, p1;      /* the panels that hold the block's keys: [p0, p1), whole panels */
-    int64_t lo[ROWS], hi[ROWS]; /* each row's keys */
-} blk;
+#include "attn_dense_driver.h"
+#include "exp_avx512.h"
 
 static inline __mmask16 lanes(int64_t left) /* the first min(left, 16) lanes (left may be <= 0) */
 {
     return left >= 16 ? 0xffff : left <= 0 ? 0 : (__mmask16)((1u << left) - 1);
 }
-
-static inline int64_t min64(int64_t x, int64_t y) { return x < y ? x : y; }
-static inline int64_t max64(int64_t x, int64_t y) { return x > y ? x : y; }
 
 /* ---- scores ---------------------------------------------------------------------------- */
 
@@ -214,126 +180,27 @@ static void pv_row(const planes *pl, const blk *b, int r, int64_t j0, int64_t j1
     }
 }
 
-/* A group of up to PV_ROWS rows of a block and the keys [c0, c1) all of its real rows see
- * (c0 >= c1: none). */
-typedef struct {
-    const blk *b;
-    int r0, r1;
-    int64_t c0, c1;
-} group;
-
-/* O = P V for every row of the blocks, each over its own keys in increasing order: the keys
- * before those all of its group sees, those (chunk by chunk, every group inside a chunk), the
- * keys after them. */
-static void values(const planes *pl, const blk *B, int nb)
+/* O[r0 + r] += sum_j p[r0 + r][j] v_j over keys [j0, j1), r < PV_ROWS, 64 dims at a time. */
+static void pv_group(const planes *pl, const blk *b, int r0, int64_t j0, int64_t j1)
 {
-    group G[NB * (ROWS / PV_ROWS)];
-    int ng = 0;
-    int64_t cmin = INT64_MAX, cmax = 0;
-    for (int k = 0; k < nb; k++) {
-        memset(B[k].O, 0, (size_t)ROWS * pl->d * sizeof(float));
-        for (int r0 = 0; r0 < B[k].nr; r0 += PV_ROWS) {
-            group *g = &G[ng++];
-            *g = (group){&B[k], r0, r0 + PV_ROWS < B[k].nr ? r0 + PV_ROWS : B[k].nr, 0, INT64_MAX};
-            for (int r = g->r0; r < g->r1; r++)
-                g->c0 = max64(g->c0, B[k].lo[r]), g->c1 = min64(g->c1, B[k].hi[r]);
-            for (int r = g->r0; r < g->r1; r++) /* before the common keys, or all */
-                pv_row(pl, g->b, r, B[k].lo[r], g->c0 < g->c1 ? g->c0 : B[k].hi[r]);
-            if (g->c0 < g->c1)
-                cmin = min64(cmin, g->c0), cmax = max64(cmax, g->c1);
+    for (int e = 0; e < pl->d; e += 64)
+        switch (pl->d - e >= 64 ? 4 : (pl->d - e) / 16) {
+        case 1: pv_chunk(1, pl, b, r0, e, j0, j1); break;
+        case 2: pv_chunk(2, pl, b, r0, e, j0, j1); break;
+        case 3: pv_chunk(3, pl, b, r0, e, j0, j1); break;
+        default: pv_chunk(4, pl, b, r0, e, j0, j1); break;
         }
-    }
-    for (int64_t c0 = cmin; c0 < cmax; c0 += KC) {
-        const int64_t c1 = min64(c0 + KC, cmax);
-        for (int e = 0; e < pl->d; e += 64)
-            for (int k = 0; k < ng; k++) {
-                const group *g = &G[k];
-                const int64_t j0 = max64(c0, g->c0), j1 = min64(c1, g->c1);
-                if (j0 >= j1)
-                    continue;
-                switch (pl->d - e >= 64 ? 4 : (pl->d - e) / 16) {
-                case 1: pv_chunk(1, pl, g->b, g->r0, e, j0, j1); break;
-                case 2: pv_chunk(2, pl, g->b, g->r0, e, j0, j1); break;
-                case 3: pv_chunk(3, pl, g->b, g->r0, e, j0, j1); break;
-                default: pv_chunk(4, pl, g->b, g->r0, e, j0, j1); break;
-                }
-            }
-    }
-    for (int k = 0; k < ng; k++) /* after the common keys */
-        for (int r = G[k].r0; r < G[k].r1 && G[k].c0 < G[k].c1; r++)
-            pv_row(pl, G[k].b, r, G[k].c1, G[k].b->hi[r]);
 }
 
-/* ---- driver ---------------------------------------------------------------------------- */
-
-static int64_t key_lo(const ge_attn_dense_args *a, int64_t i) { return a->key_lo ? a->key_lo[i] : 0; }
-static int64_t key_hi(const ge_attn_dense_args *a, int64_t i) { return a->key_hi ? a->key_hi[i] : a->n; }
-
-/* Rows i0 .. of [i0, q1) that join row i0's block: non-empty ranges within SLACK of each
- * other, at most ROWS. */
-static int block_rows(const ge_attn_dense_args *a, int64_t i0, int64_t q1)
+static void finish_row(float *o, const float *O, float l, int d)
 {
-    int64_t lmin = key_lo(a, i0), lmax = lmin, hmin = key_hi(a, i0), hmax = hmin;
-    int nr = 1;
-    for (int64_t i = i0 + 1; i < q1 && nr < ROWS; i++, nr++) {
-        const int64_t lo = key_lo(a, i), hi = key_hi(a, i);
-        if (lo >= hi || max64(lmax, lo) - min64(lmin, lo) > SLACK ||
-            max64(hmax, hi) - min64(hmin, hi) > SLACK)
-            break;
-        lmin = min64(lmin, lo), lmax = max64(lmax, lo), hmin = min64(hmin, hi), hmax = max64(hmax, hi);
-    }
-    return nr;
+    const __m512 lv = _mm512_set1_ps(l);
+    for (int e = 0; e < d; e += 16)
+        _mm512_storeu_ps(o + e, _mm512_div_ps(_mm512_load_ps(O + e), lv));
 }
 
 void ge_attn_dense_avx512(const ge_attn_dense_args *a, int head, int64_t q0, int64_t q1,
                           float *scratch)
 {
-    const int d = a->head_dim;
-    const int64_t np = GE_ATTN_DENSE_NP(a->n), g = head / (a->n_head / a->n_kv);
-    const planes pl = {a->kt + g * np * d, a->v + g * a->n * d, a->n, np, d, a->scale};
-    const size_t per_block = (size_t)ROWS * (np + 2 * d);
-    blk B[NB];
-    for (int64_t i = q0; i < q1;) {
-        int nb = 0;
-        while (nb < NB && i < q1) {
-            if (key_lo(a, i) >= key_hi(a, i)) { /* no keys: o = 0, or a row skipped */
-                if (key_lo(a, i) == key_hi(a, i))
-                    memset(a->o + i * a->ldo + (int64_t)head * d, 0, (size_t)d * sizeof(float));
-                i++;
-                continue;
-            }
-            blk *b = &B[nb++];
-            b->S = scratch + nb * per_block - per_block;
-            b->Qt = b->S + ROWS * np, b->O = b->Qt + ROWS * d;
-            b->i0 = i, b->nr = block_rows(a, i, q1);
-            int64_t lmin = INT64_MAX, hmax = 0;
-            for (int r = 0; r < b->nr; r++) {
-                b->lo[r] = key_lo(a, i + r), b->hi[r] = key_hi(a, i + r);
-                lmin = min64(lmin, b->lo[r]), hmax = max64(hmax, b->hi[r]);
-            }
-            b->p0 = lmin / KEYS * KEYS, b->p1 = min64(np, (hmax + KEYS - 1) / KEYS * KEYS);
-            transpose_q(b->Qt, a->q + i * a->ldq + (int64_t)head * d, a->ldq, b->nr, d);
-            i += b->nr;
-        }
-        int64_t pmin = INT64_MAX, pmax = 0;
-        for (int k = 0; k < nb; k++)
-            pmin = min64(pmin, B[k].p0), pmax = max64(pmax, B[k].p1);
-        for (int64_t j0 = pmin; j0 < pmax; j0 += KEYS) /* each panel once for all blocks */
-            for (int k = 0; k < nb; k++)
-                if (B[k].p0 <= j0 && j0 < B[k].p1)
-                    scores(&pl, &B[k], j0);
-        float l[NB][ROWS];
-        for (int k = 0; k < nb; k++)
-            for (int r = 0; r < B[k].nr; r++)
-                l[k][r] = probs(&pl, &B[k], r);
-        values(&pl, B, nb);
-        for (int k = 0; k < nb; k++)
-            for (int r = 0; r < B[k].nr; r++) {
-                float *o = a->o + (B[k].i0 + r) * a->ldo + (int64_t)head * d;
-                const __m512 lv = _mm512_set1_ps(l[k][r]);
-                for (int e = 0; e < d; e += 16)
-                    _mm512_storeu_ps(o + e,
-                                     _mm512_div_ps(_mm512_load_ps(B[k].O + r * d + e), lv));
-            }
-    }
+    dense(a, head, q0, q1, scratch);
 }

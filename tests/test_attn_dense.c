@@ -412,6 +412,11 @@ static void set_ranges(problem *p, const int *len, int nrec, int radius)
 
 static void ranged_case(const int *len, int nrec, int radius, int nh, int nkv, int d)
 {
+    int ranged = 0; /* no tier here takes ranges (arm64 today): skip the oracle and truth */
+    for (int u = 0; u < ntiers; u++)
+        ranged |= tiers[u]->attn_dense_ranges;
+    if (!ranged)
+        return;
     int64_t n = 0;
     for (int r = 0; r < nrec; r++)
         n += len[r];
