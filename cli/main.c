@@ -25,10 +25,6 @@
 #include "pipeline.h"
 #include "resume.h"
 
-#ifndef GEMMAEMBED_VERSION
-#define GEMMAEMBED_VERSION "0.1.0"
-#endif
-
 static ge_exit unknown_prompt(const char *name)
 {
     const char *const *names = ge_prompt_names();
@@ -81,6 +77,8 @@ static size_t path_uses(const ge_opts *o, const ge_out_cfg *oc, ge_path_use *u,
         u[n++] = strcmp(f, "-") == 0 ? (ge_path_use){NULL, 0, "the input", false}
                                      : (ge_path_use){f, -1, "an input", false};
     }
+    if (o->calibration)
+        u[n++] = (ge_path_use){o->calibration, -1, "the --calibration file", false};
     if (o->bench) {
         if (o->bench_json)
             u[n++] = (ge_path_use){o->bench_json, -1, "the --bench-json file", true};
@@ -91,7 +89,8 @@ static size_t path_uses(const ge_opts *o, const ge_out_cfg *oc, ge_path_use *u,
 
 /* What decides the rows besides the output's own settings (resume.h): the model files by
  * content, the prompt, the input format, the media options and the switches that change
- * numbers. Only built for an output that keeps a state file (hashing reads every byte). */
+ * numbers. Only built for an output that keeps a state file or a run description (hashing
+ * reads every byte). */
 static ge_status fingerprint(const ge_opts *o, const char *prefix, ge_fingerprint *fp,
                              ge_err *err)
 {
@@ -128,6 +127,11 @@ static ge_status fingerprint(const ge_opts *o, const char *prefix, ge_fingerprin
     ge_fp_add(fp, "video-fps", "%.17g", o->video_fps);
     ge_fp_add(fp, "video-frames", "%d", o->video_frames);
     ge_fp_add(fp, "video-tokens", "%d", o->video_tokens);
+    if (o->calibration) {
+        if ((st = ge_file_digest(o->calibration, &size, &hash, err)))
+            return st;
+        ge_fp_add(fp, "calibration", "%llu bytes, xxh3 %016llx", size, hash);
+    }
     size_t nsw;
     const ge_switch *sw = ge_config_switches(&nsw);
     char val[64];
@@ -227,6 +231,7 @@ int main(int argc, char **argv)
     const double t_start = ge_now();
     ge_opts o;
     ge_err err = {0};
+    ge_status st;
 
     hold_std_descriptors();
     /* a file size limit (ulimit -f) is a write error to report, like a full disk */
@@ -258,6 +263,8 @@ int main(int argc, char **argv)
     ge_out_cfg oc = {
         .format = o.format ? o.format : ge_out_guess(o.output),
         .base64 = o.base64,
+        .precision = o.precision,
+        .write_calib = o.write_calibration,
         .tokenize = o.tokenize,
         .path = o.output,
         .errors = o.errors,
@@ -272,6 +279,18 @@ int main(int argc, char **argv)
         return ge_say_usage("--encoding applies to jsonl output only");
     if (o.ids && (oc.format == GE_FMT_JSONL || oc.format == GE_FMT_NPZ))
         return ge_say_usage("--ids applies to npy and f32 output only (npz holds its ids)");
+    if (o.tokenize && (o.precision != GE_PREC_FLOAT32 || o.calibration || o.write_calibration))
+        return ge_say_usage("--tokenize writes token ids: --precision, --calibration and "
+                            "--write-calibration do not apply");
+    if (ge_prec_calibrated(o.precision) && !o.calibration)
+        return ge_say_usage("--precision %s needs --calibration PATH.npy: the per-dimension "
+                            "ranges, shape (2, dim), e.g. from a run with --write-calibration",
+                            ge_prec_name(o.precision));
+    if (o.calibration && !ge_prec_calibrated(o.precision))
+        return ge_say_usage("--calibration applies to --precision int8 and uint8 only");
+    if (o.write_calibration && o.resume)
+        return ge_say_usage("--write-calibration measures the vectors of one whole run: it "
+                            "cannot be combined with --resume");
     if (!o.bench && ge_out_check(&oc, &err))
         return ge_say_usage("%s", err.msg);
     {
@@ -294,9 +313,14 @@ int main(int argc, char **argv)
     if (!o.bench && (!o.output || strcmp(o.output, "-") == 0) && g_std_closed[1])
         return closed_std(1);
 
-    ge_path_use uses[16];
-    static char names[2][4200];
-    if (ge_paths_check(uses, path_uses(&o, &oc, uses, names), &err))
+    /* the model, two mmproj, the inputs, a calibration file and at most 6 of the output's */
+    ge_path_use *uses = malloc(((size_t)o.nfiles + 16) * sizeof *uses);
+    static char names[3][4200];
+    if (!uses)
+        return ge_say("out of memory"), GE_EXIT_IO;
+    st = ge_paths_check(uses, path_uses(&o, &oc, uses, names), &err);
+    free(uses);
+    if (st)
         return ge_say_usage("%s", err.msg);
 
     ge_model *model;
@@ -315,10 +339,19 @@ int main(int argc, char **argv)
     }
     const int model_dim = ge_model_dim(model);
     oc.dim = o.dim ? o.dim : model_dim;
+    oc.tier = ge_model_tier(model);
     if (oc.dim > model_dim) {
         ge_model_free(model);
         return ge_say_usage("--dim %d: the model's embeddings have only %d values", o.dim,
                             model_dim);
+    }
+    static ge_calib calib;
+    if (o.calibration) {
+        if (ge_calib_load(o.calibration, oc.dim, &calib, &err)) {
+            ge_model_free(model);
+            return ge_say_usage("%s", err.msg);
+        }
+        oc.calib = &calib;
     }
 
     ge_exit status = GE_EXIT_OK;
@@ -353,7 +386,7 @@ int main(int argc, char **argv)
         status = GE_EXIT_IO;
     } else {
         static ge_fingerprint fp;
-        ge_status st = ge_out_has_state(&oc) ? fingerprint(&o, prefix, &fp, &err) : GE_OK;
+        st = ge_out_has_meta(&oc) ? fingerprint(&o, prefix, &fp, &err) : GE_OK;
         oc.fp = &fp;
         if (!st)
             st = ge_out_open(&pc.out, &oc, &pc.skip, &err);
@@ -365,6 +398,8 @@ int main(int argc, char **argv)
             if (pc.skip && pc.progress) /* not in cron logs */
                 ge_say("resuming after %llu input records", pc.skip);
             status = ge_pipeline_run(&pc, &res);
+            if (status == GE_EXIT_OK && !g_stop && !res.max_errors_hit && !res.out_failed)
+                ge_out_mark_complete(pc.out);
             if (res.max_errors_hit && !o.quiet)
                 ge_say("stopping after %llu failed records (--max-errors)", res.failed);
             /* after a write error closing fails again: report it once */
@@ -380,6 +415,7 @@ int main(int argc, char **argv)
     }
     ge_in_free(in);
     ge_model_free(model);
+    ge_calib_free(&calib);
 
     if (ge_out_epipe()) {
         /* the reader went away (`gemmaembed ... | head`): end quietly, as if killed by

@@ -8,6 +8,10 @@
 
 #include "ge.h"
 
+#ifndef GEMMAEMBED_VERSION
+#define GEMMAEMBED_VERSION "0.1.0"
+#endif
+
 /* Exit status (docs/product.md section 3; --help lists them too). */
 typedef enum {
     GE_EXIT_OK = 0,        /* every record embedded */

@@ -33,11 +33,12 @@ typedef enum {
 /* The type of the field a row fills, found by _Generic from the field itself. */
 typedef enum { T_NONE, T_BOOL, T_INT, T_ENUM, T_ULL, T_DOUBLE, T_STR } field_type;
 #define FIELD_TYPE(x) _Generic((x), bool: T_BOOL, int: T_INT, ge_fmt: T_ENUM, \
-                               ge_in_kind: T_ENUM, unsigned long long: T_ULL, \
+                               ge_in_kind: T_ENUM, ge_prec: T_ENUM, unsigned long long: T_ULL, \
                                double: T_DOUBLE, const char *: T_STR)
 #define AT(field) .off = offsetof(ge_opts, field), .type = FIELD_TYPE(((ge_opts *)0)->field)
 /* an enum field is stored through an unsigned int (its type under GCC and Clang) */
-_Static_assert(sizeof(ge_fmt) == sizeof(unsigned) && sizeof(ge_in_kind) == sizeof(unsigned),
+_Static_assert(sizeof(ge_fmt) == sizeof(unsigned) && sizeof(ge_in_kind) == sizeof(unsigned) &&
+                   sizeof(ge_prec) == sizeof(unsigned),
                "enum fields are unsigned int");
 
 typedef struct {
@@ -90,6 +91,17 @@ static const opt_row OPTS[] = {
      .kind = K_CHOICE, AT(base64), .want = "encoding", .vals = (const int[]){0, 1}},
     {"dim", 0, "768|512|256|128", "the model's width",
      "Matryoshka: first N values, L2-normalised again", .kind = K_CHOICE, AT(dim)},
+    {"precision", 0, "float32|float16|int8|uint8|binary|ubinary", "float32",
+     "element type of the rows, after --dim (sentence-transformers' quantize_embeddings)",
+     .kind = K_CHOICE, AT(precision), .want = "precision",
+     .vals = (const int[]){GE_PREC_FLOAT32, GE_PREC_FLOAT16, GE_PREC_INT8, GE_PREC_UINT8,
+                           GE_PREC_BINARY, GE_PREC_UBINARY}},
+    {"calibration", 0, "PATH.npy", NULL,
+     "per-dimension (min, max) rows, shape (2, dim), for --precision int8 and uint8",
+     .kind = K_STR, AT(calibration)},
+    {"write-calibration", 0, "PATH.npy", NULL,
+     "write the (min, max) of this run's vectors, shape (2, dim), for --calibration",
+     .kind = K_STR, AT(write_calibration)},
     {"input", 0, "jsonl|lines|files", "guessed per file: '{' first = jsonl",
      "input format (files: one media path per line)", .kind = K_CHOICE, AT(input),
      .want = "format", .vals = (const int[]){GE_IN_JSONL, GE_IN_LINES, GE_IN_FILES}},

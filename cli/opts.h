@@ -29,6 +29,9 @@ typedef struct {
     ge_in_kind input;       /* --input; GE_IN_AUTO = guessed per file */
     bool base64;            /* --encoding base64 */
     int dim;                /* --dim; 0 = the model's width */
+    ge_prec precision;      /* --precision */
+    const char *calibration; /* --calibration PATH.npy (int8, uint8) */
+    const char *write_calibration; /* --write-calibration PATH.npy */
     const char *prompt;     /* --prompt NAME (not yet resolved) */
     const char *prefix;     /* --prefix STR */
     bool truncate, tokenize, quiet;

@@ -15,11 +15,13 @@
 #include <string.h>
 #include <sys/stat.h>
 #include <sys/types.h>
+#include <jansson.h>
 #include <unistd.h>
 #include <zlib.h>
 
 #include "base64.h"
 #include "json_span.h"
+#include "msg.h"
 #include "paths.h"
 #include "resume.h"
 
@@ -45,9 +47,14 @@ struct ge_out {
     bool errf_std;        /* errf is stderr */
     off_t npy_at;         /* offset of the npy header */
     size_t npy_len;       /* its fixed length */
-    unsigned char *bytes; /* [dim * 4] one row as little-endian float32 */
+    size_t row_bytes;     /* bytes of one row in the precision's element type */
+    unsigned char *bytes; /* [row_bytes] one row, little-endian */
     char *b64;            /* base64 of one row */
+    float *cal_lo, *cal_hi; /* --write-calibration: each dimension's minimum and maximum */
     unsigned long long rows;
+    unsigned long long records; /* input records covered (all shards), at the last checkpoint */
+    bool complete;        /* the run read its whole input (ge_out_mark_complete) */
+    char *meta_name;      /* PATH.meta.json, or NULL */
     bool began;           /* begin succeeded: end must run */
     bool resumed;         /* reopened an existing output: no header to write */
     bool broken;          /* a write failed: close cuts the files back to `last` */
@@ -102,17 +109,19 @@ static ge_status done_record(ge_out *o, FILE *f, const char *name, ge_err *err)
     return check(f, name, err);
 }
 
-/* v[0..n) as little-endian IEEE float32 bytes into o->bytes. */
-static void to_le(ge_out *o, const float *v, int n)
+/* A row's vector in the output's precision into o->bytes (row_bytes of them); its float
+ * values into the --write-calibration ranges. */
+static void encode_row(ge_out *o, const float *v)
 {
-    for (int i = 0; i < n; i++) {
-        uint32_t u;
-        memcpy(&u, &v[i], 4);
-        o->bytes[4 * i + 0] = (unsigned char)u;
-        o->bytes[4 * i + 1] = (unsigned char)(u >> 8);
-        o->bytes[4 * i + 2] = (unsigned char)(u >> 16);
-        o->bytes[4 * i + 3] = (unsigned char)(u >> 24);
-    }
+    const int dim = o->cfg.dim;
+    ge_prec_encode(o->cfg.precision, o->cfg.calib, v, dim, o->bytes);
+    if (o->cal_lo)
+        for (int i = 0; i < dim; i++) {
+            if (o->rows == 0 || v[i] < o->cal_lo[i])
+                o->cal_lo[i] = v[i];
+            if (o->rows == 0 || v[i] > o->cal_hi[i])
+                o->cal_hi[i] = v[i];
+        }
 }
 
 /* {"id":<raw>,"error":{"code":"...","message":"..."}} on its own line. */
@@ -145,6 +154,114 @@ static ge_status put_id_line(ge_out *o, const ge_row *r, ge_err *err)
     return check(o->ids, o->ids_name, err);
 }
 
+/* ---- the run description (PATH.meta.json; meta.json in an npz) ------------------------- */
+
+static const char *fmt_name(ge_fmt f)
+{
+    return f == GE_FMT_NPY ? "npy" : f == GE_FMT_F32 ? "f32" : f == GE_FMT_NPZ ? "npz" : "jsonl";
+}
+
+/* The description as indented JSON (malloc'd), or NULL when out of memory. identity: the
+ * fingerprint's fields that decide the rows, as strings, the notes after "  # " left out (a
+ * model file's name goes to model_file instead). */
+static char *meta_text(const ge_out *o, bool complete)
+{
+    const ge_out_cfg *cfg = &o->cfg;
+    json_t *m = json_object(), *id = json_object();
+    if (!m || !id) {
+        json_decref(m);
+        json_decref(id);
+        return NULL;
+    }
+    json_object_set_new(m, "gemmaembed", json_string(GEMMAEMBED_VERSION));
+    json_object_set_new(m, "format", json_string(fmt_name(cfg->format)));
+    json_object_set_new(m, "mode", json_string(cfg->tokenize ? "tokenize" : "embed"));
+    json_object_set_new(m, "precision", json_string(ge_prec_name(cfg->precision)));
+    json_object_set_new(m, "dtype", json_string(ge_prec_npy_descr(cfg->precision)));
+    json_object_set_new(m, "dim", json_integer(cfg->dim));
+    json_object_set_new(m, "width", json_integer(ge_prec_width(cfg->precision, cfg->dim)));
+    json_object_set_new(m, "rows", json_integer((json_int_t)o->rows));
+    json_object_set_new(m, "input_records", json_integer((json_int_t)o->records));
+    json_object_set_new(m, "shard", cfg->shard_n ? json_pack("[II]", (json_int_t)cfg->shard_i,
+                                                             (json_int_t)cfg->shard_n)
+                                                 : json_null());
+    json_object_set_new(m, "complete", json_boolean(complete));
+    json_object_set_new(m, "kernel_tier", cfg->tier ? json_string(cfg->tier) : json_null());
+    for (const char *l = o->fp.text; l < o->fp.text + o->fp.len;) {
+        const char *eq = memchr(l, '=', (size_t)(o->fp.text + o->fp.len - l));
+        const char *nl = eq ? memchr(eq, '\n', (size_t)(o->fp.text + o->fp.len - eq)) : NULL;
+        if (!nl)
+            break;
+        const char *note = eq, *end = nl;
+        while (note + 3 < nl && memcmp(note, "  # ", 4) != 0)
+            note++;
+        if (note + 3 < nl)
+            end = note;
+        char key[64];
+        snprintf(key, sizeof key, "%.*s", (int)(eq - l), l);
+        /* where the ids and errors go, and the shard (a field of its own), say nothing of
+         * the rows: shards of one job may differ there */
+        if (strcmp(key, "errors") && strcmp(key, "ids") && strcmp(key, "shard"))
+            json_object_set_new(id, key, json_stringn(eq + 1, (size_t)(end - eq - 1)));
+        if (end != nl && strcmp(key, "model") == 0)
+            json_object_set_new(m, "model_file", json_stringn(note + 4, (size_t)(nl - note - 4)));
+        l = nl + 1;
+    }
+    json_object_set_new(m, "identity", id);
+    char *text = json_dumps(m, JSON_INDENT(2) | JSON_PRESERVE_ORDER | JSON_ENSURE_ASCII);
+    json_decref(m);
+    if (!text)
+        return NULL;
+    size_t n = strlen(text);
+    char *out = realloc(text, n + 2); /* a final newline, as text files have */
+    if (!out) {
+        free(text);
+        return NULL;
+    }
+    memcpy(out + n, "\n", 2);
+    return out;
+}
+
+/* PATH.meta.json written whole under a temporary name and renamed into place, so a reader
+ * (or a kill) never sees half of it. */
+static ge_status meta_write(const ge_out *o, bool complete, ge_err *err)
+{
+    if (!o->meta_name)
+        return GE_OK;
+    char *text = meta_text(o, complete);
+    if (!text)
+        return ge_fail(err, GE_E_NOMEM, "out of memory");
+    size_t n = strlen(o->meta_name) + sizeof ".XXXXXX";
+    char *tmp = malloc(n);
+    if (!tmp) {
+        free(text);
+        return ge_fail(err, GE_E_NOMEM, "out of memory");
+    }
+    snprintf(tmp, n, "%s.XXXXXX", o->meta_name);
+    int fd = mkostemp(tmp, O_CLOEXEC);
+    ge_status st = GE_OK;
+    if (fd < 0) {
+        st = ge_fail(err, GE_E_IO, "%s: %s", o->meta_name, strerror(errno));
+    } else {
+        const mode_t mask = umask(022); /* the mode a plain create gives (mkostemp: 0600) */
+        umask(mask);
+        fchmod(fd, 0666 & ~mask);
+        size_t len = strlen(text);
+        errno = 0;
+        bool bad = write(fd, text, len) != (ssize_t)len;
+        int e = errno ? errno : EIO;
+        bad |= close(fd) != 0 && !bad && (e = errno);
+        if (bad || rename(tmp, o->meta_name) != 0) {
+            st = ge_fail(err, GE_E_IO, "%s: write failed: %s", o->meta_name,
+                         strerror(bad ? e : errno));
+            unlink(tmp);
+        }
+    }
+    free(tmp);
+    free(text);
+    return st;
+}
+
 /* ---- jsonl ------------------------------------------------------------------------------ */
 
 static ge_status jsonl_begin(ge_out *o, ge_err *err) { return GE_OK; }
@@ -162,16 +279,29 @@ static ge_status jsonl_row(ge_out *o, const ge_row *r, ge_err *err)
             fprintf(f, i ? ",%ld" : "%ld", (long)r->tokens[i]);
         fputs("]}\n", f);
     } else if (o->cfg.base64) {
-        to_le(o, r->vec, o->cfg.dim);
-        size_t k = ge_base64_encode(o->b64, o->bytes, (size_t)o->cfg.dim * 4);
+        encode_row(o, r->vec);
+        size_t k = ge_base64_encode(o->b64, o->bytes, o->row_bytes);
         fputs(",\"embedding\":\"", f);
         fwrite(o->b64, 1, k, f);
         fputs("\"}\n", f);
     } else {
-        /* %.9g: nine significant digits round-trip every float32 exactly */
+        encode_row(o, r->vec);
+        const ge_prec p = o->cfg.precision;
+        const int w = ge_prec_width(p, o->cfg.dim);
         fputs(",\"embedding\":[", f);
-        for (int i = 0; i < o->cfg.dim; i++)
-            fprintf(f, i ? ",%.9g" : "%.9g", (double)r->vec[i]);
+        for (int i = 0; i < w; i++) {
+            if (i)
+                putc(',', f);
+            if (p == GE_PREC_FLOAT32) /* %.9g: nine significant digits round-trip a float32 */
+                fprintf(f, "%.9g", (double)r->vec[i]);
+            else if (p == GE_PREC_FLOAT16) /* the binary16 value, exactly */
+                fprintf(f, "%.9g", (double)ge_fp16_to_fp32(
+                                     (uint16_t)(o->bytes[2 * i] | o->bytes[2 * i + 1] << 8)));
+            else if (ge_prec_is_signed_byte(p))
+                fprintf(f, "%d", (int)(signed char)o->bytes[i]);
+            else
+                fprintf(f, "%d", (int)o->bytes[i]);
+        }
         fputs("]}\n", f);
     }
     o->rows++;
@@ -192,8 +322,8 @@ static ge_status f32_begin(ge_out *o, ge_err *err) { return GE_OK; }
 
 static ge_status f32_row(ge_out *o, const ge_row *r, ge_err *err)
 {
-    to_le(o, r->vec, o->cfg.dim);
-    fwrite(o->bytes, 4, (size_t)o->cfg.dim, o->f);
+    encode_row(o, r->vec);
+    fwrite(o->bytes, 1, o->row_bytes, o->f);
     o->rows++;
     ge_status st = done_record(o, o->f, o->f_name, err);
     return st ? st : put_id_line(o, r, err);
@@ -207,31 +337,34 @@ static ge_status f32_end(ge_out *o, ge_err *err) { return GE_OK; }
  * dict literal padded with spaces and ended by '\n' so that data starts at a multiple of 64.
  * The header is always npy_len bytes, sized for the largest possible row count, so it can be
  * rewritten in place with the final N. */
-static void npy_header(char *h, size_t total, unsigned long long rows, int dim)
+#define NPY_DICT "{'descr': '%s', 'fortran_order': False, 'shape': (%llu, %d), }"
+
+/* o's rows: (rows, width) of the precision's dtype */
+static void npy_header(const ge_out *o, char *h, size_t total, unsigned long long rows)
 {
+    const ge_prec p = o->cfg.precision;
     memcpy(h, "\x93NUMPY\x01\x00", 8);
     h[8] = (char)((total - 10) & 0xff);
     h[9] = (char)((total - 10) >> 8);
-    int k = snprintf(h + 10, total - 10,
-                     "{'descr': '<f4', 'fortran_order': False, 'shape': (%llu, %d), }", rows,
-                     dim);
+    int k = snprintf(h + 10, total - 10, NPY_DICT, ge_prec_npy_descr(p), rows,
+                     ge_prec_width(p, o->cfg.dim));
     memset(h + 10 + k, ' ', total - 10 - (size_t)k - 1);
     h[total - 1] = '\n';
 }
 
-static size_t npy_size(int dim)
+static size_t npy_size(const ge_out *o)
 {
+    const ge_prec p = o->cfg.precision;
     char tmp[160];
-    int k = snprintf(tmp, sizeof tmp,
-                     "{'descr': '<f4', 'fortran_order': False, 'shape': (%llu, %d), }",
-                     ULLONG_MAX, dim);
+    int k = snprintf(tmp, sizeof tmp, NPY_DICT, ge_prec_npy_descr(p), ULLONG_MAX,
+                     ge_prec_width(p, o->cfg.dim));
     return ((size_t)k + 10 + 1 + 63) / 64 * 64;
 }
 
 static ge_status npy_write_header(ge_out *o, ge_err *err)
 {
     char h[256];
-    npy_header(h, o->npy_len, o->rows, o->cfg.dim);
+    npy_header(o, h, o->npy_len, o->rows);
     fwrite(h, 1, o->npy_len, o->f);
     return check(o->f, o->f_name, err);
 }
@@ -240,7 +373,7 @@ static ge_status npy_write_header(ge_out *o, ge_err *err)
 static ge_status npy_patch(ge_out *o, unsigned long long rows, ge_err *err)
 {
     char h[256];
-    npy_header(h, o->npy_len, rows, o->cfg.dim);
+    npy_header(o, h, o->npy_len, rows);
     errno = 0;
     if (pwrite(fileno(o->f), h, o->npy_len, o->npy_at) != (ssize_t)o->npy_len)
         return ge_fail(err, GE_E_IO, "%s: cannot patch the npy header: %s", o->f_name,
@@ -252,14 +385,14 @@ static ge_status npy_begin(ge_out *o, ge_err *err)
 {
     if (o->resumed) { /* the header was checked when the file was reopened */
         o->npy_at = 0;
-        o->npy_len = npy_size(o->cfg.dim);
+        o->npy_len = npy_size(o);
         return GE_OK;
     }
     o->npy_at = ftello(o->f);
     if (o->npy_at < 0)
         return ge_fail(err, GE_E_USAGE, "%s: npy output must be seekable (%s)", o->f_name,
                        strerror(errno));
-    o->npy_len = npy_size(o->cfg.dim);
+    o->npy_len = npy_size(o);
     return npy_write_header(o, err);
 }
 
@@ -325,8 +458,8 @@ static size_t utf8_count(const char *s, size_t n)
 
 static ge_status npz_row(ge_out *o, const ge_row *r, ge_err *err)
 {
-    to_le(o, r->vec, o->cfg.dim);
-    size_t nb = (size_t)o->cfg.dim * 4;
+    encode_row(o, r->vec);
+    size_t nb = o->row_bytes;
     fwrite(o->bytes, 1, nb, o->npz_data);
     o->npz_crc = crc32(o->npz_crc, o->bytes, (uInt)nb);
     fwrite(r->id, 1, r->id_len, o->npz_ids);
@@ -522,11 +655,12 @@ static ge_status npz_end(ge_out *o, ge_err *err)
         return ge_fail(err, GE_E_IO, "%s: temporary file: write failed: %s", o->f_name,
                        strerror(errno));
     /* embeddings.npy: the npy header, then the rows */
-    size_t hl = npy_size(o->cfg.dim);
+    size_t hl = npy_size(o);
     char h[256];
-    npy_header(h, hl, o->rows, o->cfg.dim);
-    unsigned long long data = o->rows * (unsigned long long)o->cfg.dim * 4;
-    zmember m[2] = {{"embeddings.npy", 0, hl + data, 0}, {"ids.npy", 0, 0, 0}};
+    npy_header(o, h, hl, o->rows);
+    unsigned long long data = o->rows * (unsigned long long)o->row_bytes;
+    zmember m[3] = {{"embeddings.npy", 0, hl + data, 0}, {"ids.npy", 0, 0, 0},
+                    {"meta.json", 0, 0, 0}};
     m[0].crc = crc32_combine(crc32(crc32(0L, Z_NULL, 0), (const Bytef *)h, (uInt)hl),
                              o->npz_crc, (z_off_t)data);
     zip_local(o, &m[0]);
@@ -563,19 +697,24 @@ static ge_status npz_end(ge_out *o, ge_err *err)
     if ((st = npz_ids_pass(o, width, NULL, true, err)) != GE_OK)
         return st;
 
+    /* meta.json: the run description (complete when the run read all its input) */
+    char *meta = meta_text(o, o->complete);
+    if (!meta)
+        return ge_fail(err, GE_E_NOMEM, "out of memory");
+    m[2].size = strlen(meta);
+    m[2].crc = crc32(crc32(0L, Z_NULL, 0), (const Bytef *)meta, (uInt)m[2].size);
+    zip_local(o, &m[2]);
+    zput(o, meta, m[2].size);
+    free(meta);
+
     unsigned long long cd_at = o->npz_at;
-    zip_central(o, &m[0]);
-    zip_central(o, &m[1]);
-    zip_end(o, cd_at, o->npz_at - cd_at, 2);
+    for (int i = 0; i < 3; i++)
+        zip_central(o, &m[i]);
+    zip_end(o, cd_at, o->npz_at - cd_at, 3);
     return check(o->f, o->f_name, err);
 }
 
 /* ---- checkpoints and resume (output.h, resume.h) ------------------------------------------ */
-
-static const char *fmt_name(ge_fmt f)
-{
-    return f == GE_FMT_NPY ? "npy" : f == GE_FMT_F32 ? "f32" : f == GE_FMT_NPZ ? "npz" : "jsonl";
-}
 
 static ge_status state_write(ge_out *o, const ge_ckpt *c, ge_err *err)
 {
@@ -617,6 +756,7 @@ ge_status ge_out_checkpoint(ge_out *o, unsigned long long records, ge_err *err)
         o->broken = true;
         return st;
     }
+    o->records = records;
     ge_ckpt c = {.seq = o->last.seq + 1, .records = records, .rows = o->rows,
                  .out = (long long)ftello(o->f), .ids = stream_len(o->ids),
                  .errors = o->errf_std ? -1 : stream_len(o->errf)};
@@ -772,32 +912,48 @@ ge_status ge_out_check(const ge_out_cfg *cfg, ge_err *err)
  * width and holds exactly the checkpoint's rows in its first c->out bytes. */
 static ge_status npy_check_header(ge_out *o, const ge_ckpt *c, ge_err *err)
 {
-    size_t hl = npy_size(o->cfg.dim);
+    size_t hl = npy_size(o);
     char h[256], want[256];
     unsigned long long rows = 0;
-    if (pread(fileno(o->f), h, hl, 0) != (ssize_t)hl ||
-        sscanf(h + 10, "{'descr': '<f4', 'fortran_order': False, 'shape': (%llu,", &rows) != 1)
+    const char *at = NULL;
+    if (hl < sizeof h && pread(fileno(o->f), h, hl, 0) == (ssize_t)hl) {
+        h[hl] = 0;
+        at = strstr(h + 10, "'shape': ("); /* the dict, after the magic and its length */
+    }
+    if (!at || sscanf(at, "'shape': (%llu,", &rows) != 1)
         goto bad;
-    npy_header(want, hl, rows, o->cfg.dim);
+    npy_header(o, want, hl, rows);
     if (memcmp(h, want, hl) != 0)
         goto bad;
-    if (c->out != (long long)(hl + c->rows * (size_t)o->cfg.dim * 4))
+    if (c->out != (long long)(hl + c->rows * o->row_bytes))
         return ge_fail(err, GE_E_USAGE, "%s: cannot resume: its checkpoint (%llu rows, %lld "
                        "bytes) does not match the file", o->f_name, c->rows, c->out);
     return GE_OK;
 bad:
     return ge_fail(err, GE_E_USAGE,
-                   "%s: cannot resume: not an npy file of %d-wide float32 rows as gemmaembed "
-                   "writes them", o->f_name, o->cfg.dim);
+                   "%s: cannot resume: not an npy file of %d-wide %s rows as gemmaembed "
+                   "writes them", o->f_name, ge_prec_width(o->cfg.precision, o->cfg.dim),
+                   ge_prec_name(o->cfg.precision));
+}
+
+/* A regular file this run writes by its path (or one still to be created): not /dev/null, a
+ * FIFO or a descriptor. */
+static bool regular_path(const ge_out_cfg *cfg)
+{
+    struct stat sb;
+    return out_descriptor(cfg->path) < 0 && (stat(cfg->path, &sb) != 0 || S_ISREG(sb.st_mode));
+}
+
+bool ge_out_has_meta(const ge_out_cfg *cfg)
+{
+    return cfg->format == GE_FMT_NPZ || regular_path(cfg);
 }
 
 bool ge_out_has_state(const ge_out_cfg *cfg)
 {
-    /* beside a regular file this run writes by its path (not /dev/null, a FIFO or a
-     * descriptor); npz is written whole at the end, it has none */
-    struct stat sb;
-    return out_descriptor(cfg->path) < 0 && cfg->format != GE_FMT_NPZ &&
-           (stat(cfg->path, &sb) != 0 || S_ISREG(sb.st_mode));
+    /* beside a regular file written by its path; npz is written whole at the end, it has
+     * none */
+    return cfg->format != GE_FMT_NPZ && regular_path(cfg);
 }
 
 /* The rest of the fingerprint: what the output itself decides. */
@@ -809,6 +965,7 @@ static void fp_output_fields(ge_out *o)
     ge_fp_add(&o->fp, "dim", "%d", cfg->dim);
     ge_fp_add(&o->fp, "mode", "%s", cfg->tokenize ? "tokenize" : "embed");
     ge_fp_add(&o->fp, "encoding", "%s", cfg->base64 ? "base64" : "float");
+    ge_fp_add(&o->fp, "precision", "%s", ge_prec_name(cfg->precision));
     ge_fp_add(&o->fp, "shard", "%llu/%llu", cfg->shard_i, cfg->shard_n);
     if (!cfg->errors)
         ge_fp_add(&o->fp, "errors", "%s", cfg->format == GE_FMT_JSONL ? "inline" : "stderr");
@@ -921,7 +1078,11 @@ size_t ge_out_uses(const ge_out_cfg *cfg, ge_path_use *u, char names[][4200])
     if (ge_out_has_state(cfg)) {
         snprintf(names[0], sizeof names[0], "%s.resume", cfg->path);
         u[n++] = (ge_path_use){names[0], -1, "the output's resume state", true};
+        snprintf(names[2], sizeof names[2], "%s.meta.json", cfg->path);
+        u[n++] = (ge_path_use){names[2], -1, "the output's run description", true};
     }
+    if (cfg->write_calib)
+        u[n++] = (ge_path_use){cfg->write_calib, -1, "the --write-calibration file", true};
     if (binary && cfg->format != GE_FMT_NPZ && (cfg->ids || fd < 0)) {
         char *ids = ids_path(cfg);
         snprintf(names[1], sizeof names[1], "%s", ids ? ids : "");
@@ -966,12 +1127,23 @@ ge_status ge_out_open(ge_out **out, const ge_out_cfg *cfg, unsigned long long *s
     o->state_fd = -1;
     o->cfg = *cfg;
     o->w = &WRITERS[cfg->format];
-    o->bytes = malloc((size_t)cfg->dim * 4);
-    o->b64 = malloc(((size_t)cfg->dim * 4 + 2) / 3 * 4 + 1);
+    o->row_bytes = ge_prec_row_bytes(cfg->precision, cfg->dim);
+    o->bytes = malloc(o->row_bytes);
+    o->b64 = malloc((o->row_bytes + 2) / 3 * 4 + 1);
+    if (cfg->write_calib) {
+        o->cal_lo = malloc((size_t)cfg->dim * sizeof *o->cal_lo);
+        o->cal_hi = malloc((size_t)cfg->dim * sizeof *o->cal_hi);
+    }
+    if (cfg->format != GE_FMT_NPZ && regular_path(cfg)) {
+        size_t n = strlen(cfg->path) + sizeof ".meta.json";
+        if ((o->meta_name = malloc(n)))
+            snprintf(o->meta_name, n, "%s.meta.json", cfg->path);
+    }
     if (cfg->fp)
         o->fp = *cfg->fp;
     fp_output_fields(o);
-    if (!o->bytes || !o->b64) {
+    if (!o->bytes || !o->b64 || (cfg->write_calib && (!o->cal_lo || !o->cal_hi)) ||
+        (cfg->format != GE_FMT_NPZ && regular_path(cfg) && !o->meta_name)) {
         ge_out_close(o, NULL, 0, NULL);
         return ge_fail(err, GE_E_NOMEM, "out of memory");
     }
@@ -1008,6 +1180,7 @@ ge_status ge_out_open(ge_out **out, const ge_out_cfg *cfg, unsigned long long *s
         }
     }
     o->resumed = c.records > 0;
+    o->records = c.records;
 
     if (fd == STDOUT_FILENO && is_stdout(cfg->path)) {
         o->f = stdout;
@@ -1057,7 +1230,7 @@ ge_status ge_out_open(ge_out **out, const ge_out_cfg *cfg, unsigned long long *s
     }
     if (o->resumed && cfg->format == GE_FMT_NPY) {
         /* a kill after the last checkpoint may have patched the header further */
-        o->npy_len = npy_size(cfg->dim);
+        o->npy_len = npy_size(o);
         if ((st = npy_patch(o, c.rows, err)) != GE_OK)
             goto fail;
     }
@@ -1066,6 +1239,8 @@ ge_status ge_out_open(ge_out **out, const ge_out_cfg *cfg, unsigned long long *s
     if ((st = o->w->begin(o, err)) != GE_OK)
         goto fail;
     o->began = true;
+    if ((st = meta_write(o, false, err)) != GE_OK)
+        goto fail;
     if (o->stateful && !o->resumed) /* what a fresh output holds: its header */
         o->last = (ge_ckpt){.seq = o->last.seq, .out = stream_len(o->f),
                             .ids = stream_len(o->ids),
@@ -1078,6 +1253,8 @@ fail:
 }
 
 const char *ge_out_note(const ge_out *o) { return o->note; }
+
+void ge_out_mark_complete(ge_out *o) { o->complete = true; }
 
 ge_status ge_out_row(ge_out *o, const ge_row *r, ge_err *err)
 {
@@ -1133,6 +1310,20 @@ ge_status ge_out_close(ge_out *o, char *note, size_t note_len, ge_err *err)
         if (!st && o->errf && !o->errf_std)
             st = flush_checked(o->errf, o->errf_name, err);
         o->broken = st != GE_OK;
+        if (!st && o->cal_lo && o->rows)
+            st = ge_calib_write(o->cfg.write_calib, o->cal_lo, o->cal_hi, o->cfg.dim, err);
+        else if (!st && o->cal_lo)
+            snprintf(o->note, sizeof o->note, "--write-calibration %s: not written: no vectors "
+                     "to measure", o->cfg.write_calib);
+    }
+    if (o->began && o->meta_name) { /* after a failure too: it then says incomplete */
+        ge_err merr;
+        ge_status ms = meta_write(o, o->complete && !o->broken && !st, &merr);
+        if (ms && !st) {
+            st = ms;
+            if (err)
+                *err = merr;
+        }
     }
     if (o->began && o->broken && o->stateful) {
         rollback(o);
@@ -1157,6 +1348,9 @@ ge_status ge_out_close(ge_out *o, char *note, size_t note_len, ge_err *err)
     if (note_len && o->note[0])
         snprintf(note, note_len, "%s", o->note);
     free(o->state_name);
+    free(o->meta_name);
+    free(o->cal_lo);
+    free(o->cal_hi);
     free(o->ids_name);
     free(o->bytes);
     free(o->b64);

@@ -1,12 +1,19 @@
 /* output.h - result writers: one per format behind the same small interface.
  *
- *   jsonl  {"id":<raw>,"embedding":[...]} per record (float "%.9g" or base64 of LE float32);
+ *   jsonl  {"id":<raw>,"embedding":[...]} per record (float "%.9g", integers for the byte
+ *          precisions, or base64 of the row's little-endian bytes);
  *          with --tokenize {"id":<raw>,"tokens":[...]}; error records inline.
- *   npy    NumPy v1.0 '<f4' (N, dim); the header is written with room for any N and patched
+ *   npy    NumPy v1.0 (N, width) of the precision's dtype ('<f4' for float32); the header is written with room for any N and patched
  *          at close, so the output must be seekable. Ids sidecar, errors to the errors file.
- *   f32    raw little-endian float32 rows, no header. Ids sidecar, errors to the errors file.
+ *   f32    raw little-endian rows of the precision's element type, no header. Ids sidecar, errors to the errors file.
  *   npz    zip (stored, no compression) of embeddings.npy and ids.npy (a '<U' array of the raw
  *          ids), built at close from unlinked temporary files; works on pipes too.
+ *
+ * Run description: PATH.meta.json beside an output file (inside an npz: meta.json), a JSON
+ * object with the tool version, the identity --resume checks (the fingerprint's fields), the
+ * format, precision, dtype, dim and width, rows, input records consumed, shard, the kernel
+ * tier and whether the run completed. Written (whole, then renamed into place) when the
+ * output is opened, with complete false, and again when it is closed.
  *
  * The ids sidecar (PATH.ids.jsonl, or --ids) has one line per row, the raw id. Error records
  * ({"id":<raw>,"error":{"code":...,"message":...}}) go inline for jsonl and to the errors
@@ -35,6 +42,7 @@
 
 #include "ge.h"
 #include "paths.h"
+#include "precision.h"
 #include "resume.h"
 
 typedef enum { GE_FMT_AUTO = 0, GE_FMT_JSONL, GE_FMT_NPY, GE_FMT_F32, GE_FMT_NPZ } ge_fmt;
@@ -46,7 +54,11 @@ typedef struct {
     const char *path;   /* NULL or "-" = stdout */
     const char *errors; /* NULL = inline for jsonl, stderr for npy/f32 */
     const char *ids;    /* NULL = PATH.ids.jsonl (no sidecar when writing to stdout) */
-    int dim;            /* floats per row */
+    int dim;            /* values per row (before --precision packs bits) */
+    ge_prec precision;  /* the rows' element type (precision.h) */
+    const ge_calib *calib; /* its ranges (int8, uint8), else NULL */
+    const char *write_calib; /* --write-calibration PATH, or NULL */
+    const char *tier;   /* the kernel tier, for PATH.meta.json (informational) */
     bool resume;        /* continue the existing output (see above) */
     unsigned long long shard_i, shard_n; /* --shard (n == 0: none) */
     const ge_fingerprint *fp; /* what else decides the rows (model, prompt, options); the
@@ -67,6 +79,10 @@ typedef struct ge_out ge_out;
 
 /* The format a path's extension asks for (.npy, .f32, .npz, else jsonl). */
 ge_fmt ge_out_guess(const char *path);
+
+/* True when cfg's output has a run description (PATH.meta.json beside a regular file written
+ * by its path; meta.json inside any npz): its identity (cfg->fp) must then be built. */
+bool ge_out_has_meta(const ge_out_cfg *cfg);
 
 /* Check, before any work, that cfg can be honoured without creating anything: npy needs a
  * seekable output (not a pipe, not in append mode), --resume a regular file by its path.
@@ -95,6 +111,8 @@ const char *ge_out_note(const ge_out *o);
 ge_status ge_out_checkpoint(ge_out *o, unsigned long long records, ge_err *err);
 /* True once a write failed with EPIPE (a reader closed the pipe). */
 bool ge_out_epipe(void);
+/* The run read its whole input and wrote every record: the run description says complete. */
+void ge_out_mark_complete(ge_out *o);
 /* Write one result row (embedding or tokens). */
 ge_status ge_out_row(ge_out *o, const ge_row *r, ge_err *err);
 /* Write one error record. msg is one line. */

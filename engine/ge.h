@@ -643,4 +643,9 @@ void ge_item_free(ge_item *it); /* buffers freed, counts kept; accepts NULL */
 /* Matryoshka: keep the first dim entries of an embedding and L2-normalise them again. */
 void ge_matryoshka(float *v, int dim);
 
+/* float32 to binary16, rounded to nearest, ties to even, and back (exact) (kernels/dtype.c;
+ * the outputs' --precision float16). */
+uint16_t ge_fp32_to_fp16(float f);
+float ge_fp16_to_fp32(uint16_t h);
+
 #endif

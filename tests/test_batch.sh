@@ -245,7 +245,7 @@ grep -q 'records/s' prog3.err && pass "--progress wins over --quiet" || fail "--
 check "npz: numpy.load (no pickle) = the npy output and its ids" "$PY" - <<'EOF'
 import json, numpy as np
 z = np.load("z.npz", allow_pickle=False)
-assert sorted(z.files) == ["embeddings", "ids"], z.files
+assert sorted(z.files) == ["embeddings", "ids", "meta.json"], z.files
 e, ids = z["embeddings"], z["ids"]
 assert e.dtype == np.dtype("<f4") and np.array_equal(e, np.load("ref.npy")), "embeddings differ"
 assert ids.dtype.kind == "U" and list(ids) == open("ref.npy.ids.jsonl").read().splitlines(), "ids differ"
