@@ -12,7 +12,7 @@ CFLAGS  ?= -O2 -g
 WARN     = -std=c11 -Wall -Wextra -Werror -Wshadow -Wno-unused-parameter
 CPPFLAGS += -D_GNU_SOURCE -Iengine -Ikernels
 LDLIBS  += -ljansson -lz -lxxhash -ljpeg -lpng -lwebpdemux -lwebp -lsndfile -lsoxr \
-           -lmpg123 -lm -lpthread
+           -lmpg123 -lsqlite3 -lnettle -lm -lpthread
 
 ifeq ($(SAN),1)
 BUILD   = build/san

@@ -288,6 +288,8 @@ int main(int argc, char **argv)
                             ge_prec_name(o.precision));
     if (o.calibration && !ge_prec_calibrated(o.precision))
         return ge_say_usage("--calibration applies to --precision int8 and uint8 only");
+    if (o.cache && o.tokenize)
+        return ge_say_usage("--cache keeps vectors: it does not apply to --tokenize");
     if (o.write_calibration && o.resume)
         return ge_say_usage("--write-calibration measures the vectors of one whole run: it "
                             "cannot be combined with --resume");
@@ -385,9 +387,14 @@ int main(int argc, char **argv)
         ge_say("out of memory");
         status = GE_EXIT_IO;
     } else {
-        static ge_fingerprint fp;
-        st = ge_out_has_meta(&oc) ? fingerprint(&o, prefix, &fp, &err) : GE_OK;
+        static ge_fingerprint fp, cx;
+        st = ge_out_has_meta(&oc) || o.cache ? fingerprint(&o, prefix, &fp, &err) : GE_OK;
         oc.fp = &fp;
+        if (!st && o.cache) { /* the vectors also depend on the tier auto picks */
+            cx = fp;
+            ge_fp_add(&cx, "tier", "%s", ge_model_tier(model));
+            st = ge_cache_open(&pc.cache, o.cache, cx.text, model_dim, o.quiet, &err);
+        }
         if (!st)
             st = ge_out_open(&pc.out, &oc, &pc.skip, &err);
         if (st) {
@@ -413,6 +420,8 @@ int main(int argc, char **argv)
                 ge_say("%s", note);
         }
     }
+    ge_cache_stats cs = ge_cache_get_stats(pc.cache);
+    ge_cache_close(pc.cache);
     ge_in_free(in);
     ge_model_free(model);
     ge_calib_free(&calib);
@@ -426,6 +435,14 @@ int main(int argc, char **argv)
     }
     if (res.failed && !o.quiet)
         ge_say("%llu of %llu records failed", res.failed, res.records);
+    if (o.cache && !o.quiet) {
+        char damaged[64] = "";
+        if (cs.damaged)
+            snprintf(damaged, sizeof damaged, "; %llu damaged entries recomputed", cs.damaged);
+        ge_say("--cache: %llu of %llu records from the cache, %llu repeating an earlier record, "
+               "%llu computed and stored%s", res.cached, res.records, res.deduped, cs.stored,
+               damaged);
+    }
     if (status == GE_EXIT_OK && res.failed)
         status = GE_EXIT_RECORDS;
     if (g_stop) {

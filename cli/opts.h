@@ -32,6 +32,7 @@ typedef struct {
     ge_prec precision;      /* --precision */
     const char *calibration; /* --calibration PATH.npy (int8, uint8) */
     const char *write_calibration; /* --write-calibration PATH.npy */
+    const char *cache;      /* --cache DIR */
     const char *prompt;     /* --prompt NAME (not yet resolved) */
     const char *prefix;     /* --prefix STR */
     bool truncate, tokenize, quiet;

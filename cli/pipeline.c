@@ -23,6 +23,8 @@
 
 enum { SLOT_EMPTY, SLOT_READ, SLOT_READY, SLOT_DONE };
 
+#define DEDUP_BUCKETS 4096
+
 /* Records in flight and their byte budget: the reader waits when either is reached. */
 #define RING_RECORDS 4096
 #define RING_BYTES ((size_t)256 << 20)
@@ -43,6 +45,8 @@ typedef struct {
     size_t len;
     bool inline_bytes;
     bool by_streams;   /* a container from --input files: its streams make it video or audio */
+    char *file;        /* --cache: its file's bytes, read to key the record (then decoded) */
+    size_t file_len;
 } item;
 
 typedef struct {
@@ -59,7 +63,11 @@ typedef struct {
     int32_t *tokens;
     size_t n_tokens, orig_tokens;
     bool truncated;
-    float *vec;               /* [model_dim] once embedded */
+    float *vec;               /* [dim] once embedded */
+    float *full;              /* --cache: [model_dim] the vector before --dim, to store */
+    unsigned char key[GE_CACHE_KEY]; /* --cache: the content key, when keyed */
+    bool keyed, cached;       /* keyed; the vector came from the cache */
+    bool owner, dup;          /* the run's first record of its content / a later one */
     item *items;              /* a record with media: its items in order */
     size_t n_items;
     float *rows;              /* [n_rows][hidden]: its media soft tokens, in sequence order */
@@ -94,6 +102,10 @@ typedef struct {
     ge_pipe_times times;      /* each field written by its stage's thread only */
     /* reader's input position, for the writer's progress line */
     _Atomic unsigned long long pos_done, pos_total;
+
+    /* --cache: the contents in flight, by key (dedup.*) */
+    pthread_mutex_t dmu;
+    struct dedup_entry *dedup[DEDUP_BUCKETS];
 } pipe_t;
 
 static slot *at(pipe_t *P, unsigned long long seq) { return &P->ring[seq % RING_RECORDS]; }
@@ -101,9 +113,9 @@ static slot *at(pipe_t *P, unsigned long long seq) { return &P->ring[seq % RING_
 static void slot_free(slot *s)
 {
     free(s->id), free(s->where), free(s->err_msg), free(s->text), free(s->prefix);
-    free(s->tokens), free(s->vec), free(s->rows);
+    free(s->tokens), free(s->vec), free(s->full), free(s->rows);
     for (size_t i = 0; i < s->n_items; i++) {
-        free(s->items[i].data), ge_item_free(&s->items[i].m);
+        free(s->items[i].data), free(s->items[i].file), ge_item_free(&s->items[i].m);
     }
     free(s->items);
     memset(s, 0, sizeof *s);
@@ -461,8 +473,13 @@ static ge_status decode_media(pipe_t *P, slot *s, size_t i, budget *b, ge_err *e
     size_t len = it->len;
     ge_status st = GE_OK;
     const double t0 = ge_now();
-    if (!it->inline_bytes && (st = read_file(it->data, MEDIA_FILE_MAX, &file, &len, err)))
+    if (it->file) { /* read already, for the cache key */
+        file = it->file, len = it->file_len;
+        it->file = NULL;
+    } else if (!it->inline_bytes &&
+               (st = read_file(it->data, MEDIA_FILE_MAX, &file, &len, err))) {
         return st;
+    }
     spend_ctx ctx = {P, s, i, b};
     const ge_item_budget ib = {
         P->o->tokenize ? SIZE_MAX : b->used < P->max_tokens ? P->max_tokens - b->used : 0,
@@ -547,6 +564,163 @@ static void decode_record(pipe_t *P, slot *s, ge_tokens *toks)
     }
 }
 
+/* ---- the content cache and duplicates (--cache) ------------------------------------------ */
+
+/* A record's vector at the output's width from a model-width one (the same steps as
+ * embed_wave's, so the same bits). NULL when out of memory. */
+static float *cut(const pipe_t *P, const float *full)
+{
+    float *t = malloc((size_t)P->model_dim * sizeof *t);
+    float *v = t ? malloc((size_t)P->c->dim * sizeof *v) : NULL;
+    if (v) {
+        memcpy(t, full, (size_t)P->model_dim * sizeof *t);
+        if (P->c->dim < P->model_dim)
+            ge_matryoshka(t, P->c->dim);
+        memcpy(v, t, (size_t)P->c->dim * sizeof *v);
+    }
+    free(t);
+    return v;
+}
+
+/* The record's content key (cache.h): its prompt prefix, then its text, or each item in order
+ * (a media file by its bytes, read here and kept for the decoder). false when a media file
+ * cannot be read: the decoder then reports it, and the record is not cached. */
+static bool cache_key(pipe_t *P, slot *s)
+{
+    ge_cache_keyer k;
+    ge_cache_key_begin(P->c->cache, &k);
+    const char *prefix = s->prefix ? s->prefix : P->c->prefix;
+    prefix = prefix && *prefix ? prefix : "";
+    ge_cache_key_part(&k, 'P', prefix, strlen(prefix));
+    if (!s->n_items)
+        ge_cache_key_part(&k, 'T', s->text, s->text_len);
+    for (size_t i = 0; i < s->n_items; i++) {
+        item *it = &s->items[i];
+        if (it->m.kind == GE_KIND_TEXT) {
+            ge_cache_key_part(&k, 'T', it->data, it->len);
+            continue;
+        }
+        ge_err e;
+        if (!it->inline_bytes && !it->file &&
+            read_file(it->data, MEDIA_FILE_MAX, &it->file, &it->file_len, &e))
+            return false;
+        ge_cache_key_part(&k, 0x100 + 2 * (unsigned)it->m.kind + it->by_streams,
+                          it->file ? it->file : it->data, it->file ? it->file_len : it->len);
+    }
+    ge_cache_key_end(&k, s->key);
+    return s->keyed = true;
+}
+
+/* Look the record up: on a hit it gets its vector and counts and needs no decoding,
+ * tokenizing or model. */
+static bool cache_hit(pipe_t *P, slot *s)
+{
+    if (!cache_key(P, s))
+        return false;
+    float *full = malloc((size_t)P->model_dim * sizeof *full);
+    ge_cache_counts n;
+    if (!full || !ge_cache_get(P->c->cache, s->key, full, &n) || !(s->vec = cut(P, full))) {
+        free(full);
+        return false;
+    }
+    free(full);
+    s->n_tokens = n.tokens;
+    s->orig_tokens = n.orig;
+    s->truncated = n.orig != n.tokens;
+    s->cached = true;
+    free(s->text), free(s->prefix);
+    s->text = s->prefix = NULL;
+    for (size_t i = 0; i < s->n_items; i++) {
+        free(s->items[i].data), free(s->items[i].file);
+        s->items[i].data = s->items[i].file = NULL;
+    }
+    return true;
+}
+
+/* The run's records of one content, while any is in flight: the first one (the owner) is
+ * embedded, the later ones (dups) take its result when the writer reaches them (it writes
+ * in order, so the owner is written first). */
+typedef struct dedup_entry {
+    struct dedup_entry *next;
+    unsigned char key[GE_CACHE_KEY];
+    unsigned pending;        /* dups not yet written */
+    bool written;            /* the owner is written: full or the error holds its result */
+    float *full;
+    const char *err_code;
+    char *err_msg;
+} dedup_entry;
+
+static dedup_entry **dedup_link(pipe_t *P, const unsigned char *key)
+{
+    dedup_entry **e = &P->dedup[(key[0] | key[1] << 8) % DEDUP_BUCKETS];
+    while (*e && memcmp((*e)->key, key, GE_CACHE_KEY) != 0)
+        e = &(*e)->next;
+    return e;
+}
+
+static void dedup_drop(dedup_entry **link)
+{
+    dedup_entry *e = *link;
+    *link = e->next;
+    free(e->full), free(e->err_msg), free(e);
+}
+
+/* A keyed record that needs the model: the owner of its content, or a dup of one in flight. */
+static void dedup_claim(pipe_t *P, slot *s)
+{
+    pthread_mutex_lock(&P->dmu);
+    dedup_entry **l = dedup_link(P, s->key);
+    if (*l) {
+        (*l)->pending++;
+        s->dup = true;
+        free(s->tokens), s->tokens = NULL; /* the counts stay: they are the owner's too */
+    } else if ((*l = calloc(1, sizeof **l))) {
+        memcpy((*l)->key, s->key, GE_CACHE_KEY);
+        s->owner = true;
+    }
+    pthread_mutex_unlock(&P->dmu);
+}
+
+/* The owner is written: its result stays for the dups still to come (the vector moves). */
+static void dedup_owner_written(pipe_t *P, slot *s)
+{
+    pthread_mutex_lock(&P->dmu);
+    dedup_entry **l = dedup_link(P, s->key), *e = *l;
+    if (e && !e->pending) {
+        dedup_drop(l);
+    } else if (e) {
+        e->written = true;
+        e->full = s->full, s->full = NULL;
+        if (s->err_code) {
+            e->err_code = s->err_code;
+            e->err_msg = s->err_msg ? dup_mem(s->err_msg, strlen(s->err_msg)) : NULL;
+        }
+    }
+    pthread_mutex_unlock(&P->dmu);
+}
+
+/* A dup about to be written: the owner's vector, or its error. */
+static void dedup_take(pipe_t *P, slot *s)
+{
+    pthread_mutex_lock(&P->dmu);
+    dedup_entry **l = dedup_link(P, s->key), *e = *l;
+    char msg[sizeof(ge_err){0}.msg + 800];
+    if (e && e->full) {
+        if (!(s->vec = cut(P, e->full)))
+            fail_record(s, "out_of_memory", "out of memory");
+    } else {
+        snprintf(msg, sizeof msg, "the same content as %s", e && e->err_msg ? e->err_msg :
+                 "an earlier record, which failed");
+        fail_record(s, e && e->err_code ? e->err_code : "internal", msg);
+    }
+    if (e && --e->pending == 0 && e->written)
+        dedup_drop(l);
+    pthread_mutex_unlock(&P->dmu);
+}
+
+/* Does the record go through the towers and the encoder? */
+static bool needs_model(const slot *s) { return !s->err_code && !s->cached && !s->dup; }
+
 static void *worker_main(void *v)
 {
     pipe_t *P = v;
@@ -568,17 +742,19 @@ static void *worker_main(void *v)
         size_t grown = 0; /* decoded images and clips: charged to the byte budget */
         for (unsigned long long q = first; q < first + n; q++) {
             slot *s = at(P, q);
-            if (s->err_code)
+            if (s->err_code || (P->c->cache && cache_hit(P, s)))
                 continue;
             if (!s->n_items) {
                 tokenize(P, s, &toks);
-                continue;
+            } else {
+                decode_record(P, s, &toks);
+                for (size_t i = 0; i < s->n_items; i++) {
+                    size_t b = ge_item_bytes(&s->items[i].m);
+                    s->bytes += b, grown += b;
+                }
             }
-            decode_record(P, s, &toks);
-            for (size_t i = 0; i < s->n_items; i++) {
-                size_t b = ge_item_bytes(&s->items[i].m);
-                s->bytes += b, grown += b;
-            }
+            if (s->keyed && !s->err_code)
+                dedup_claim(P, s);
         }
         pthread_mutex_lock(&P->mu);
         P->bytes += grown;
@@ -629,6 +805,8 @@ static void embed_wave(pipe_t *P, const job *w, size_t n, const int32_t **ids, s
             if (!isfinite(v[k]))
                 st = ge_fail(&e, GE_E_INTERNAL, "the embedding has non-finite values");
         if (!st && (s->vec = malloc((size_t)P->c->dim * sizeof *s->vec))) {
+            if (s->keyed && (s->full = malloc((size_t)P->model_dim * sizeof *s->full)))
+                memcpy(s->full, v, (size_t)P->model_dim * sizeof *s->full);
             if (P->c->dim < P->model_dim)
                 ge_matryoshka(v, P->c->dim);
             memcpy(s->vec, v, (size_t)P->c->dim * sizeof *s->vec);
@@ -720,7 +898,7 @@ static void yield_wave(void *ctx)
     size_t k = 0, tokens = 0, i = W->next;
     for (; i < W->encoding; i++) {
         const slot *s = at(P, W->first + i);
-        if (s->err_code)
+        if (!needs_model(s))
             continue;
         if (k && tokens + s->n_tokens > P->wave_cap)
             break;
@@ -757,7 +935,7 @@ static bool embed_window(pipe_t *P, unsigned long long first, size_t *n_io)
     bool media = false;
     /* the media first: their soft tokens go into the sequences */
     for (size_t i = 0; ok && i < n; i++) {
-        if (!at(P, first + i)->err_code && at(P, first + i)->n_items) {
+        if (needs_model(at(P, first + i)) && at(P, first + i)->n_items) {
             if (i > 0 && stopping(P)) {
                 n = *n_io = i;
                 break;
@@ -772,7 +950,7 @@ static bool embed_window(pipe_t *P, unsigned long long first, size_t *n_io)
     if (media) /* the towers' workspaces are not needed by the text waves */
         ge_model_trim(P->c->model);
     for (size_t i = W.next; ok && i < n; i++)
-        if (!at(P, first + i)->err_code)
+        if (needs_model(at(P, first + i)))
             jobs[m++] = (job){at(P, first + i)->n_tokens, first + i};
     if (ok && m) {
         qsort(jobs, m, sizeof *jobs, longest_first);
@@ -907,6 +1085,8 @@ static bool write_one(pipe_t *P, slot *s, ge_err *err)
     const ge_opts *o = P->o;
     ge_status st;
     P->res.records++;
+    if (s->dup)
+        dedup_take(P, s);
     if (s->err_code) {
         P->res.failed++;
         st = ge_out_error(P->c->out, s->id, s->id_len, s->err_code,
@@ -922,7 +1102,14 @@ static bool write_one(pipe_t *P, slot *s, ge_err *err)
         else
             P->res.tokens += s->n_tokens;
         st = ge_out_row(P->c->out, &row, err);
+        if (!st && s->full)
+            ge_cache_put(P->c->cache, s->key, s->full,
+                         (ge_cache_counts){s->n_tokens, s->orig_tokens});
+        P->res.cached += s->cached;
+        P->res.deduped += s->dup;
     }
+    if (s->owner)
+        dedup_owner_written(P, s);
     return st == GE_OK;
 }
 
@@ -943,6 +1130,7 @@ static void *writer_main(void *v)
             if (last_index != checkpointed) {
                 const double t0 = ge_now();
                 failed = ge_out_checkpoint(P->c->out, last_index, &err) != GE_OK;
+                ge_cache_commit(P->c->cache); /* this run's vectors, for other processes */
                 P->times.write += ge_now() - t0;
                 checkpointed = last_index;
             }
@@ -1044,6 +1232,7 @@ ge_exit ge_pipeline_run(const ge_pipe_cfg *c, ge_pipe_result *res)
     ge_in_set_interrupt(c->in, stopping_cb, P);
     P->p_t0 = P->p_last = ge_now();
     pthread_mutex_init(&P->mu, NULL);
+    pthread_mutex_init(&P->dmu, NULL);
     pthread_condattr_t ca;
     pthread_condattr_init(&ca);
     pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
@@ -1111,6 +1300,10 @@ ge_exit ge_pipeline_run(const ge_pipe_cfg *c, ge_pipe_result *res)
     /* after a stop or an abort the output ends at the last record written */
     res->index = P->n_written == P->n_read && !atomic_load(&P->abort) ? index : P->last_index;
     ge_exit status = P->status;
+    for (size_t b = 0; b < DEDUP_BUCKETS; b++) /* what an abort left */
+        while (P->dedup[b])
+            dedup_drop(&P->dedup[b]);
+    pthread_mutex_destroy(&P->dmu);
     pthread_mutex_destroy(&P->mu);
     pthread_cond_destroy(&P->cv_space);
     pthread_cond_destroy(&P->cv_read);

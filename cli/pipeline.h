@@ -18,6 +18,7 @@
 #include <stdatomic.h>
 #include <stdbool.h>
 
+#include "cache.h"
 #include "ge.h"
 #include "input.h"
 #include "msg.h"
@@ -31,6 +32,7 @@ typedef struct {
     ge_model *model;
     ge_in *in;
     ge_out *out;
+    ge_cache *cache;         /* --cache, or NULL */
     const char *prefix;      /* global prompt prefix (--prompt resolved, or --prefix), or NULL */
     int dim;                 /* output width (Matryoshka): --dim, or the model's */
     bool binary;             /* npy/f32/npz output: rows cannot carry notes */
@@ -57,6 +59,8 @@ typedef struct {
     unsigned long long failed;   /* error records written */
     unsigned long long index;    /* input records consumed (all shards), for messages */
     unsigned long long tokens;   /* tokens of the embedded records */
+    unsigned long long cached;   /* rows whose vector came from --cache */
+    unsigned long long deduped;  /* rows whose content an earlier record of the run had */
     bool out_failed;             /* a write error was reported already */
     bool max_errors_hit;         /* stopped by --max-errors */
     ge_pipe_times times;
