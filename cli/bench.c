@@ -304,7 +304,8 @@ static ge_exit run_input(const ge_opts *o, ge_model *m, double sec[ST_COUNT],
 {
     ge_out_cfg oc = {.format = o->format ? o->format : ge_out_guess(o->output),
                      .base64 = o->base64, .tokenize = o->tokenize, .path = "/dev/null",
-                     .errors = "/dev/null", .dim = o->dim ? o->dim : ge_model_dim(m)};
+                     .errors = "/dev/null", .dim = o->dim ? o->dim : ge_model_dim(m),
+                     .max_dim = ge_model_dim(m)};
     if (oc.format == GE_FMT_NPY || oc.format == GE_FMT_F32)
         oc.ids = "/dev/null";
     ge_in *in = ge_in_create(o->files, o->nfiles, o->input);
@@ -319,7 +320,9 @@ static ge_exit run_input(const ge_opts *o, ge_model *m, double sec[ST_COUNT],
     atomic_int stop = 0;
     const char *prefix = o->prefix ? o->prefix : o->prompt ? ge_prompt_find(o->prompt) : NULL;
     const ge_pipe_cfg pc = {.o = o, .model = m, .in = in, .out = out, .prefix = prefix,
-                            .dim = oc.dim, .binary = oc.format != GE_FMT_JSONL, .stop = &stop};
+                            .dim = oc.dim, .format = oc.format,
+                            .binary = oc.format != GE_FMT_JSONL && oc.format != GE_FMT_OPENAI,
+                            .stop = &stop};
     ge_model_stats_reset(m);
     const double t0 = ge_now();
     ge_exit rc = ge_pipeline_run(&pc, res);

@@ -74,6 +74,9 @@ struct ge_in {
     char idbuf[24];     /* a line number written as an id */
     char *idjson;       /* files input: the path as a JSON string */
     size_t idjson_len;
+    ge_rec_request req;           /* the current record, when an OpenAI request */
+    const char *req_texts[GE_IN_MAX_INPUTS];
+    size_t req_lens[GE_IN_MAX_INPUTS];
     ge_rec_item items[MAX_ITEMS]; /* the current record's media items */
     char *item_data[MAX_ITEMS];   /* their NUL-terminated paths or decoded bytes (owned) */
     size_t n_items;
@@ -824,6 +827,95 @@ static void media_record(ge_in *in, ge_rec *r, json_t *root, json_t *content)
     record_prefix(in, r, prompt, title);
 }
 
+/* ---- OpenAI Batch API requests ------------------------------------------------------------ */
+
+/* A line with "custom_id" and "body": a request of the OpenAI Batch API, for /v1/embeddings.
+ * Its inputs (a string, or a list of strings) become r->request; anything else the API would
+ * refuse is an error record (code bad_request) that still carries the custom_id. */
+static void parse_request(ge_in *in, ge_rec *r, json_t *root)
+{
+    const char *s = in->line;
+    size_t n = in->line_len, off, len;
+    json_t *cid = json_object_get(root, "custom_id");
+    in->req = (ge_rec_request){.texts = in->req_texts, .lens = in->req_lens, .base64 = -1};
+    r->request = &in->req;
+    /* the answer names the request by its custom_id as written, even a wrong one (else
+     * by its line number) */
+    if ((json_is_string(cid) || json_is_number(cid)) &&
+        ge_json_member_span(s, n, "custom_id", &off, &len) == 1)
+        r->id = s + off, r->id_len = len;
+    if (!json_is_string(cid)) {
+        rec_fail(in, r, "bad_request", "\"custom_id\" must be a string");
+        return;
+    }
+    json_t *method = json_object_get(root, "method"), *url = json_object_get(root, "url");
+    json_t *body = json_object_get(root, "body");
+    if (method && (!json_is_string(method) || strcmp(json_string_value(method), "POST"))) {
+        rec_fail(in, r, "bad_request", "\"method\" must be \"POST\"");
+        return;
+    }
+    if (url && (!json_is_string(url) || strcmp(json_string_value(url), "/v1/embeddings"))) {
+        rec_fail(in, r, "bad_request", "\"url\" must be \"/v1/embeddings\" (gemmaembed only "
+                 "embeds)");
+        return;
+    }
+    if (!json_is_object(body)) {
+        rec_fail(in, r, "bad_request", "\"body\" must be an object with \"input\"");
+        return;
+    }
+    json_t *input = json_object_get(body, "input"), *dims = json_object_get(body, "dimensions");
+    json_t *enc = json_object_get(body, "encoding_format"), *model = json_object_get(body, "model");
+    if (json_is_string(input)) {
+        in->req_texts[0] = json_string_value(input);
+        in->req_lens[0] = json_string_length(input);
+        in->req.n = 1;
+    } else if (json_is_array(input) && json_array_size(input) > 0 &&
+               json_array_size(input) <= GE_IN_MAX_INPUTS) {
+        in->req.list = true;
+        for (size_t i = 0; i < json_array_size(input); i++) {
+            json_t *t = json_array_get(input, i);
+            if (!json_is_string(t)) {
+                rec_fail(in, r, "bad_request", "\"input\"[%zu] is %s: only strings are "
+                         "embedded (token arrays belong to another tokenizer)", i,
+                         json_kind(t));
+                return;
+            }
+            in->req_texts[i] = json_string_value(t);
+            in->req_lens[i] = json_string_length(t);
+        }
+        in->req.n = json_array_size(input);
+    } else {
+        rec_fail(in, r, "bad_request", "\"input\" must be a string or a list of 1 to %d "
+                 "strings", GE_IN_MAX_INPUTS);
+        return;
+    }
+    if (dims && !json_is_null(dims)) {
+        const double d = json_number_value(dims); /* the parser may keep numbers as reals */
+        if (!json_is_number(dims) || !(d >= 1 && d <= 1 << 20) || d != (double)(int)d) {
+            in->req.n = 0;
+            rec_fail(in, r, "bad_request", "\"dimensions\" must be a positive integer");
+            return;
+        }
+        in->req.dim = (int)d;
+    }
+    if (enc && !json_is_null(enc)) {
+        const char *e = json_is_string(enc) ? json_string_value(enc) : "";
+        if (strcmp(e, "float") && strcmp(e, "base64")) {
+            in->req.n = 0;
+            rec_fail(in, r, "bad_request", "\"encoding_format\" must be \"float\" or "
+                     "\"base64\"");
+            return;
+        }
+        in->req.base64 = strcmp(e, "base64") == 0;
+    }
+    size_t boff, blen; /* "model" echoed as written: its span inside the body's */
+    if (model && ge_json_member_span(s, n, "body", &boff, &blen) == 1 &&
+        ge_json_member_span(s + boff, blen, "model", &off, &len) == 1) {
+        in->req.model = s + boff + off;
+        in->req.model_len = len;
+    }
+}
+
 static void parse_jsonl(ge_in *in, ge_rec *r)
 {
     const char *s = in->line;
@@ -842,6 +934,10 @@ static void parse_jsonl(ge_in *in, ge_rec *r)
     }
     if (!json_is_object(root)) {
         rec_fail(in, r, "bad_record", "record is not a JSON object");
+        return;
+    }
+    if (json_object_get(root, "custom_id") && json_object_get(root, "body")) {
+        parse_request(in, r, root);
         return;
     }
 

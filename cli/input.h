@@ -32,6 +32,24 @@ typedef struct {
                            ...): a video item when it has a video stream, else an audio item */
 } ge_rec_item;
 
+/* Most inputs in one OpenAI request (the API's own limit). */
+#define GE_IN_MAX_INPUTS 2048
+
+/* A record that is an OpenAI Batch API embeddings request ({"custom_id", "method": "POST",
+ * "url": "/v1/embeddings", "body": {"input": a string or a list of strings, "dimensions",
+ * "encoding_format", "model"}}): its id is custom_id, and each input becomes a vector of its
+ * own, the request's rows written together. */
+typedef struct {
+    const char *const *texts; /* n input strings (valid UTF-8) and their lengths */
+    const size_t *lens;
+    size_t n;
+    bool list;               /* "input" was a list (even of one) */
+    int dim;                 /* "dimensions", 0 when absent */
+    int base64;              /* "encoding_format": 1 "base64", 0 "float", -1 absent */
+    const char *model;       /* "model" as raw JSON, or NULL */
+    size_t model_len;
+} ge_rec_request;
+
 typedef struct {
     const char *source;      /* input name for messages: the path, or "<stdin>" */
     unsigned long long line; /* 1-based line number inside source */
@@ -43,6 +61,8 @@ typedef struct {
     const char *prefix;      /* this record's prompt prefix, or NULL to use the global one */
     const ge_rec_item *items; /* a record with media: its items (text unused), else NULL */
     size_t n_items;
+    const ge_rec_request *request; /* an OpenAI request (text unused), else NULL; an error
+                                      record of one has it too, with n = 0 */
     const char *err_code;    /* NULL for a good record, else "bad_json", "bad_record", ... */
     char err_msg[640];       /* "source:line: what went wrong" when err_code is set */
 } ge_rec;

@@ -275,7 +275,10 @@ int main(int argc, char **argv)
     };
     if (o.tokenize && oc.format != GE_FMT_JSONL)
         return ge_say_usage("--tokenize writes jsonl only");
-    if (o.base64 && oc.format != GE_FMT_JSONL)
+    if (oc.format == GE_FMT_OPENAI && (o.precision != GE_PREC_FLOAT32 || o.errors || o.ids))
+        return ge_say_usage("--format openai-batch answers each request in its line: float32 "
+                            "vectors, errors inline (no --precision, --errors or --ids)");
+    if (o.base64 && oc.format != GE_FMT_JSONL && oc.format != GE_FMT_OPENAI)
         return ge_say_usage("--encoding applies to jsonl output only");
     if (o.ids && (oc.format == GE_FMT_JSONL || oc.format == GE_FMT_NPZ))
         return ge_say_usage("--ids applies to npy and f32 output only (npz holds its ids)");
@@ -342,6 +345,9 @@ int main(int argc, char **argv)
     const int model_dim = ge_model_dim(model);
     oc.dim = o.dim ? o.dim : model_dim;
     oc.tier = ge_model_tier(model);
+    oc.max_dim = model_dim;
+    const char *slash = strrchr(o.model, '/');
+    oc.model_name = slash ? slash + 1 : o.model;
     if (oc.dim > model_dim) {
         ge_model_free(model);
         return ge_say_usage("--dim %d: the model's embeddings have only %d values", o.dim,
@@ -364,7 +370,8 @@ int main(int argc, char **argv)
         .in = in,
         .prefix = prefix,
         .dim = oc.dim,
-        .binary = oc.format != GE_FMT_JSONL,
+        .format = oc.format,
+        .binary = oc.format != GE_FMT_JSONL && oc.format != GE_FMT_OPENAI,
         .progress = o.progress || (!o.quiet && isatty(STDERR_FILENO)),
         .stop = &g_stop,
         .wake_signal = SIGUSR1,

@@ -29,8 +29,8 @@ typedef struct {
     const char *name;
     ge_status (*begin)(ge_out *o, ge_err *err);
     ge_status (*row)(ge_out *o, const ge_row *r, ge_err *err);
-    ge_status (*error)(ge_out *o, const char *id, size_t id_len, const char *code,
-                       const char *msg, ge_err *err);
+    ge_status (*error)(ge_out *o, const ge_row *r, const char *code, const char *msg,
+                       ge_err *err);
     ge_status (*end)(ge_out *o, ge_err *err);
 } writer;
 
@@ -67,6 +67,13 @@ struct ge_out {
     ge_fingerprint fp;    /* what writes this output */
     ge_ckpt last;         /* the last checkpoint: what the files hold for sure */
     char note[600];       /* something main should tell the user, or "" */
+
+    /* openai-batch: the request being answered, until its last row */
+    char *oa;                /* its "data" entries so far */
+    size_t oa_len, oa_cap;
+    unsigned long long oa_tokens;
+    const char *oa_code;     /* its first error (static), and the message */
+    char *oa_msg;
 
     /* npz: rows and ids go to unlinked temporary files until close */
     FILE *npz_data, *npz_ids;
@@ -139,10 +146,10 @@ static ge_status put_error(ge_out *o, FILE *f, const char *name, const char *id,
 }
 
 /* Error records of the binary formats (and of jsonl with --errors) go to the errors file. */
-static ge_status error_to_file(ge_out *o, const char *id, size_t id_len, const char *code,
-                               const char *msg, ge_err *err)
+static ge_status error_to_file(ge_out *o, const ge_row *r, const char *code, const char *msg,
+                               ge_err *err)
 {
-    return put_error(o, o->errf, o->errf_name, id, id_len, code, msg, err);
+    return put_error(o, o->errf, o->errf_name, r->id, r->id_len, code, msg, err);
 }
 
 static ge_status put_id_line(ge_out *o, const ge_row *r, ge_err *err)
@@ -158,8 +165,12 @@ static ge_status put_id_line(ge_out *o, const ge_row *r, ge_err *err)
 
 static const char *fmt_name(ge_fmt f)
 {
-    return f == GE_FMT_NPY ? "npy" : f == GE_FMT_F32 ? "f32" : f == GE_FMT_NPZ ? "npz" : "jsonl";
+    return f == GE_FMT_NPY ? "npy" : f == GE_FMT_F32 ? "f32" : f == GE_FMT_NPZ ? "npz"
+         : f == GE_FMT_OPENAI ? "openai-batch" : "jsonl";
 }
+
+/* One line of text per record (jsonl, openai-batch): error records go inline. */
+static bool text_format(ge_fmt f) { return f == GE_FMT_JSONL || f == GE_FMT_OPENAI; }
 
 /* The description as indented JSON (malloc'd), or NULL when out of memory. identity: the
  * fingerprint's fields that decide the rows, as strings, the notes after "  # " left out (a
@@ -308,13 +319,116 @@ static ge_status jsonl_row(ge_out *o, const ge_row *r, ge_err *err)
     return done_record(o, f, o->f_name, err);
 }
 
-static ge_status jsonl_error(ge_out *o, const char *id, size_t id_len, const char *code,
-                             const char *msg, ge_err *err)
+static ge_status jsonl_error(ge_out *o, const ge_row *r, const char *code, const char *msg,
+                             ge_err *err)
 {
-    return put_error(o, o->f, o->f_name, id, id_len, code, msg, err);
+    return put_error(o, o->f, o->f_name, r->id, r->id_len, code, msg, err);
 }
 
 static ge_status jsonl_end(ge_out *o, ge_err *err) { return GE_OK; }
+
+/* ---- openai-batch ----------------------------------------------------------------------- */
+
+/* Append n bytes to the request's "data" so far. */
+static bool oa_put(ge_out *o, const char *p, size_t n)
+{
+    if (o->oa_len + n > o->oa_cap) {
+        size_t c = (o->oa_len + n) * 2 + 256;
+        char *b = realloc(o->oa, c);
+        if (!b)
+            return false;
+        o->oa = b, o->oa_cap = c;
+    }
+    memcpy(o->oa + o->oa_len, p, n);
+    o->oa_len += n;
+    return true;
+}
+
+/* A record that is no request answers as a request of one input, its id the custom_id. */
+static ge_row_request oa_request(const ge_out *o, const ge_row *r)
+{
+    return r->req ? *r->req
+                  : (ge_row_request){.custom_id = r->id, .custom_id_len = r->id_len, .n = 1,
+                                     .base64 = o->cfg.base64};
+}
+
+/* The request's line, once its last row or error is in: its data, or its first error. */
+static ge_status oa_line(ge_out *o, const ge_row *r, const ge_row_request *q, ge_err *err)
+{
+    FILE *f = o->f;
+    fprintf(f, "{\"id\":\"batch_req_%llu\",\"custom_id\":", r->index);
+    fwrite(q->custom_id, 1, q->custom_id_len, f);
+    fprintf(f, ",\"response\":{\"status_code\":");
+    if (o->oa_code) { /* ours (out of memory, internal) are server errors, the rest the request's */
+        bool ours = !strcmp(o->oa_code, "internal") || !strcmp(o->oa_code, "out_of_memory");
+        fprintf(f, "%d,\"request_id\":\"req_%llu\",\"body\":{\"error\":{\"message\":",
+                ours ? 500 : 400, r->index);
+        const char *m = o->oa_msg ? o->oa_msg : "out of memory";
+        ge_json_put_string(f, m, strlen(m));
+        fprintf(f, ",\"type\":\"%s\",\"param\":null,\"code\":",
+                ours ? "server_error" : "invalid_request_error");
+        ge_json_put_string(f, o->oa_code, strlen(o->oa_code));
+        fputs("}}},\"error\":null}\n", f);
+    } else {
+        fprintf(f, "200,\"request_id\":\"req_%llu\",\"body\":{\"object\":\"list\",\"data\":[",
+                r->index);
+        fwrite(o->oa, 1, o->oa_len, f);
+        fputs("],\"model\":", f);
+        if (q->model)
+            fwrite(q->model, 1, q->model_len, f);
+        else
+            ge_json_put_string(f, o->cfg.model_name ? o->cfg.model_name : "",
+                               o->cfg.model_name ? strlen(o->cfg.model_name) : 0);
+        fprintf(f, ",\"usage\":{\"prompt_tokens\":%llu,\"total_tokens\":%llu}}},"
+                "\"error\":null}\n", o->oa_tokens, o->oa_tokens);
+    }
+    o->oa_len = 0, o->oa_tokens = 0, o->oa_code = NULL;
+    free(o->oa_msg), o->oa_msg = NULL;
+    return done_record(o, f, o->f_name, err);
+}
+
+static ge_status oa_begin(ge_out *o, ge_err *err) { return GE_OK; }
+
+static ge_status oa_row(ge_out *o, const ge_row *r, ge_err *err)
+{
+    const ge_row_request q = oa_request(o, r);
+    const int dim = r->dim ? r->dim : o->cfg.dim;
+    char head[96], num[32];
+    int k = snprintf(head, sizeof head, "%s{\"object\":\"embedding\",\"index\":%u,\"embedding\":",
+                     q.i ? "," : "", q.i);
+    bool ok = oa_put(o, head, (size_t)k);
+    if (q.base64) { /* little-endian float32, as the API encodes it */
+        ge_prec_encode(GE_PREC_FLOAT32, NULL, r->vec, dim, o->bytes);
+        size_t n = ge_base64_encode(o->b64, o->bytes, (size_t)dim * 4);
+        ok = ok && oa_put(o, "\"", 1) && oa_put(o, o->b64, n) && oa_put(o, "\"", 1);
+    } else {
+        ok = ok && oa_put(o, "[", 1);
+        for (int i = 0; ok && i < dim; i++) {
+            k = snprintf(num, sizeof num, i ? ",%.9g" : "%.9g", (double)r->vec[i]);
+            ok = oa_put(o, num, (size_t)k);
+        }
+        ok = ok && oa_put(o, "]", 1);
+    }
+    ok = ok && oa_put(o, "}", 1);
+    if (!ok)
+        return ge_fail(err, GE_E_NOMEM, "out of memory");
+    o->oa_tokens += r->used_tokens;
+    o->rows++;
+    return q.i + 1 == q.n ? oa_line(o, r, &q, err) : GE_OK;
+}
+
+static ge_status oa_error(ge_out *o, const ge_row *r, const char *code, const char *msg,
+                          ge_err *err)
+{
+    const ge_row_request q = oa_request(o, r);
+    if (!o->oa_code) { /* the request fails with its first error */
+        o->oa_code = code;
+        o->oa_msg = strdup(msg);
+    }
+    return q.i + 1 >= q.n ? oa_line(o, r, &q, err) : GE_OK;
+}
+
+static ge_status oa_end(ge_out *o, ge_err *err) { return GE_OK; }
 
 /* ---- f32 -------------------------------------------------------------------------------- */
 
@@ -850,6 +964,7 @@ static const writer WRITERS[] = {
     [GE_FMT_NPY] = {"npy", npy_begin, f32_row, error_to_file, npy_end},
     [GE_FMT_F32] = {"f32", f32_begin, f32_row, error_to_file, f32_end},
     [GE_FMT_NPZ] = {"npz", npz_begin, npz_row, error_to_file, npz_end},
+    [GE_FMT_OPENAI] = {"openai-batch", oa_begin, oa_row, oa_error, oa_end},
 };
 
 ge_fmt ge_out_guess(const char *path)
@@ -968,10 +1083,10 @@ static void fp_output_fields(ge_out *o)
     ge_fp_add(&o->fp, "precision", "%s", ge_prec_name(cfg->precision));
     ge_fp_add(&o->fp, "shard", "%llu/%llu", cfg->shard_i, cfg->shard_n);
     if (!cfg->errors)
-        ge_fp_add(&o->fp, "errors", "%s", cfg->format == GE_FMT_JSONL ? "inline" : "stderr");
+        ge_fp_add(&o->fp, "errors", "%s", text_format(cfg->format) ? "inline" : "stderr");
     else
         ge_fp_add(&o->fp, "errors", "%s", ge_path_resolve(cfg->errors, where, sizeof where));
-    if (cfg->format == GE_FMT_JSONL)
+    if (text_format(cfg->format))
         ge_fp_add(&o->fp, "ids", "none");
     else if (!cfg->ids)
         ge_fp_add(&o->fp, "ids", "beside the output");
@@ -1071,7 +1186,7 @@ size_t ge_out_uses(const ge_out_cfg *cfg, ge_path_use *u, char names[][4200])
 {
     size_t n = 0;
     int fd = out_descriptor(cfg->path);
-    bool binary = cfg->format != GE_FMT_JSONL;
+    bool binary = !text_format(cfg->format);
     u[n++] = fd == STDOUT_FILENO && is_stdout(cfg->path)
                  ? (ge_path_use){NULL, STDOUT_FILENO, "the output", true}
                  : (ge_path_use){cfg->path, -1, "the output (-o)", true};
@@ -1128,8 +1243,10 @@ ge_status ge_out_open(ge_out **out, const ge_out_cfg *cfg, unsigned long long *s
     o->cfg = *cfg;
     o->w = &WRITERS[cfg->format];
     o->row_bytes = ge_prec_row_bytes(cfg->precision, cfg->dim);
-    o->bytes = malloc(o->row_bytes);
-    o->b64 = malloc((o->row_bytes + 2) / 3 * 4 + 1);
+    /* openai-batch rows may be as wide as the model (a request's "dimensions") */
+    const size_t buf = cfg->max_dim > cfg->dim ? (size_t)cfg->max_dim * 4 : o->row_bytes;
+    o->bytes = malloc(buf);
+    o->b64 = malloc((buf + 2) / 3 * 4 + 1);
     if (cfg->write_calib) {
         o->cal_lo = malloc((size_t)cfg->dim * sizeof *o->cal_lo);
         o->cal_hi = malloc((size_t)cfg->dim * sizeof *o->cal_hi);
@@ -1153,7 +1270,7 @@ ge_status ge_out_open(ge_out **out, const ge_out_cfg *cfg, unsigned long long *s
     }
 
     int fd = out_descriptor(cfg->path);
-    bool binary = cfg->format != GE_FMT_JSONL;
+    bool binary = !text_format(cfg->format);
     struct stat sb;
     bool exists = fd < 0 && stat(cfg->path, &sb) == 0;
     o->stateful = ge_out_has_state(cfg);
@@ -1264,12 +1381,12 @@ ge_status ge_out_row(ge_out *o, const ge_row *r, ge_err *err)
     return st;
 }
 
-ge_status ge_out_error(ge_out *o, const char *id, size_t id_len, const char *code,
-                       const char *msg, ge_err *err)
+ge_status ge_out_error(ge_out *o, const ge_row *r, const char *code, const char *msg,
+                       ge_err *err)
 {
     errno = 0;
-    ge_status st = o->errf ? error_to_file(o, id, id_len, code, msg, err)
-                           : o->w->error(o, id, id_len, code, msg, err);
+    ge_status st = o->errf && o->cfg.format != GE_FMT_OPENAI ? error_to_file(o, r, code, msg, err)
+                                                            : o->w->error(o, r, code, msg, err);
     o->broken |= st != GE_OK;
     return st;
 }
@@ -1351,6 +1468,8 @@ ge_status ge_out_close(ge_out *o, char *note, size_t note_len, ge_err *err)
     free(o->meta_name);
     free(o->cal_lo);
     free(o->cal_hi);
+    free(o->oa);
+    free(o->oa_msg);
     free(o->ids_name);
     free(o->bytes);
     free(o->b64);

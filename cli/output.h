@@ -8,6 +8,12 @@
  *   f32    raw little-endian rows of the precision's element type, no header. Ids sidecar, errors to the errors file.
  *   npz    zip (stored, no compression) of embeddings.npy and ids.npy (a '<U' array of the raw
  *          ids), built at close from unlinked temporary files; works on pipes too.
+ *   openai-batch  one line per request in the OpenAI Batch API's output shape: custom_id and
+ *          response {status_code, request_id, body {object, data[{object, index,
+ *          embedding}], model, usage}} or, for a failed request, a 400 (500 for our own
+ *          failures) with body {error {message, type, param, code}}. The rows of a request
+ *          are held until its last one and written together; a record that is not a request
+ *          is a request of one input whose custom_id is its id.
  *
  * Run description: PATH.meta.json beside an output file (inside an npz: meta.json), a JSON
  * object with the tool version, the identity --resume checks (the fingerprint's fields), the
@@ -45,7 +51,14 @@
 #include "precision.h"
 #include "resume.h"
 
-typedef enum { GE_FMT_AUTO = 0, GE_FMT_JSONL, GE_FMT_NPY, GE_FMT_F32, GE_FMT_NPZ } ge_fmt;
+typedef enum {
+    GE_FMT_AUTO = 0,
+    GE_FMT_JSONL,
+    GE_FMT_NPY,
+    GE_FMT_F32,
+    GE_FMT_NPZ,
+    GE_FMT_OPENAI /* openai-batch */
+} ge_fmt;
 
 typedef struct {
     ge_fmt format;      /* resolved: not GE_FMT_AUTO */
@@ -55,15 +68,27 @@ typedef struct {
     const char *errors; /* NULL = inline for jsonl, stderr for npy/f32 */
     const char *ids;    /* NULL = PATH.ids.jsonl (no sidecar when writing to stdout) */
     int dim;            /* values per row (before --precision packs bits) */
+    int max_dim;        /* openai-batch: the widest row a request may ask for (0: dim) */
     ge_prec precision;  /* the rows' element type (precision.h) */
     const ge_calib *calib; /* its ranges (int8, uint8), else NULL */
     const char *write_calib; /* --write-calibration PATH, or NULL */
     const char *tier;   /* the kernel tier, for PATH.meta.json (informational) */
+    const char *model_name; /* openai-batch: the "model" of a request that names none */
     bool resume;        /* continue the existing output (see above) */
     unsigned long long shard_i, shard_n; /* --shard (n == 0: none) */
     const ge_fingerprint *fp; /* what else decides the rows (model, prompt, options); the
                                  output adds its own fields (format, dim, ...) */
 } ge_out_cfg;
+
+/* The OpenAI request a row belongs to (input.h ge_rec_request). */
+typedef struct {
+    const char *custom_id;  /* raw JSON */
+    size_t custom_id_len;
+    unsigned i, n;          /* this row is input i of the request's n */
+    bool base64;            /* "encoding_format": "base64" */
+    const char *model;      /* raw JSON, or NULL */
+    size_t model_len;
+} ge_row_request;
 
 typedef struct {
     const char *id;         /* raw JSON id bytes */
@@ -73,6 +98,10 @@ typedef struct {
     size_t n_tokens;
     bool truncated;         /* cut to the context limit by --truncate */
     size_t orig_tokens;     /* token count before truncation */
+    size_t used_tokens;     /* tokens embedded (openai-batch "usage") */
+    int dim;                /* values in vec; 0: the output's dim */
+    unsigned long long index; /* the record's 1-based input index (openai-batch ids) */
+    const ge_row_request *req; /* the OpenAI request it answers, or NULL */
 } ge_row;
 
 typedef struct ge_out ge_out;
@@ -115,9 +144,10 @@ bool ge_out_epipe(void);
 void ge_out_mark_complete(ge_out *o);
 /* Write one result row (embedding or tokens). */
 ge_status ge_out_row(ge_out *o, const ge_row *r, ge_err *err);
-/* Write one error record. msg is one line. */
-ge_status ge_out_error(ge_out *o, const char *id, size_t id_len, const char *code,
-                       const char *msg, ge_err *err);
+/* Write one error record. msg is one line. r: its id, and (openai-batch) its request and
+ * index; vec unused. */
+ge_status ge_out_error(ge_out *o, const ge_row *r, const char *code, const char *msg,
+                       ge_err *err);
 /* Finish (patch the npy header), flush and close everything, free o. Always frees o; the
  * status reports the first write error. After a write error every file of a resumable output
  * is cut back to its last checkpoint, and note (when not NULL) says so. Accepts NULL. */

@@ -49,9 +49,23 @@ typedef struct {
     size_t file_len;
 } item;
 
+/* An OpenAI request's inputs are slots of their own, pushed together, one group. */
+typedef struct {
+    char *custom_id;          /* raw JSON */
+    size_t custom_id_len;
+    unsigned i, n;            /* input i of n */
+    int dim;                  /* "dimensions", 0: the output's */
+    bool base64;
+    char *model;              /* raw JSON, or NULL */
+    size_t model_len;
+} request;
+
 typedef struct {
     int state;
-    unsigned long long index; /* input records consumed through this one (checkpoints) */
+    unsigned long long index; /* input records consumed through this one (checkpoints; a
+                                 request's inputs but the last: the records before it) */
+    unsigned long long rec;   /* its own input record's index (1-based) */
+    request *req;             /* the OpenAI request it is an input of, or NULL */
     size_t bytes;             /* charged to the byte budget until written */
     char *id;                 /* raw id bytes */
     size_t id_len;
@@ -103,6 +117,8 @@ typedef struct {
     /* reader's input position, for the writer's progress line */
     _Atomic unsigned long long pos_done, pos_total;
 
+    slot group[GE_IN_MAX_INPUTS]; /* the reader's slots of one record (a request: several) */
+
     /* --cache: the contents in flight, by key (dedup.*) */
     pthread_mutex_t dmu;
     struct dedup_entry *dedup[DEDUP_BUCKETS];
@@ -114,11 +130,19 @@ static void slot_free(slot *s)
 {
     free(s->id), free(s->where), free(s->err_msg), free(s->text), free(s->prefix);
     free(s->tokens), free(s->vec), free(s->full), free(s->rows);
+    if (s->req)
+        free(s->req->custom_id), free(s->req->model), free(s->req);
     for (size_t i = 0; i < s->n_items; i++) {
         free(s->items[i].data), free(s->items[i].file), ge_item_free(&s->items[i].m);
     }
     free(s->items);
     memset(s, 0, sizeof *s);
+}
+
+/* The width of the record's vector: its request's "dimensions", or the output's. */
+static int slot_dim(const pipe_t *P, const slot *s)
+{
+    return s->req && s->req->dim ? s->req->dim : P->c->dim;
 }
 
 static char *dup_mem(const char *s, size_t n)
@@ -229,12 +253,16 @@ static bool fill(slot *s, const ge_rec *r, unsigned long long index)
     return ok;
 }
 
-/* Put s into the ring, waiting for room. false when the run is aborted. */
-static bool push(pipe_t *P, slot *s)
+/* Put s[0..k) into the ring together (a request's inputs are never split by a stop),
+ * waiting for room. false when the run is aborted. */
+static bool push(pipe_t *P, slot *s, size_t k)
 {
+    size_t bytes = 0;
+    for (size_t i = 0; i < k; i++)
+        bytes += s[i].bytes;
     pthread_mutex_lock(&P->mu);
-    while (!stopping(P) && (P->n_read - P->n_written >= RING_RECORDS ||
-                            (P->bytes + s->bytes > RING_BYTES && P->n_read > P->n_written))) {
+    while (!stopping(P) && (P->n_read - P->n_written + k > RING_RECORDS ||
+                            (P->bytes + bytes > RING_BYTES && P->n_read > P->n_written))) {
         /* timed: a stop signal handled on this thread does not end a condition wait */
         struct timespec ts;
         deadline_in(&ts, 100000000L);
@@ -242,15 +270,68 @@ static bool push(pipe_t *P, slot *s)
     }
     bool ok = !stopping(P);
     if (ok) {
-        s->state = SLOT_READ;
-        *at(P, P->n_read) = *s;
-        P->n_read++;
-        P->bytes += s->bytes;
+        for (size_t i = 0; i < k; i++) {
+            s[i].state = SLOT_READ;
+            *at(P, P->n_read) = s[i];
+            P->n_read++;
+        }
+        P->bytes += bytes;
         pthread_cond_signal(&P->cv_read);
     }
     pthread_mutex_unlock(&P->mu);
-    if (!ok)
-        slot_free(s);
+    for (size_t i = 0; !ok && i < k; i++)
+        slot_free(&s[i]);
+    return ok;
+}
+
+/* The slots of an OpenAI request, one per input, into g[0..n). A request the output cannot
+ * answer as asked (dimensions wider than the model, or other than the rows of a format of
+ * fixed width) is one error record instead: *n = 1. false when out of memory. */
+static bool fill_request(pipe_t *P, slot *g, size_t *n, const ge_rec *r, unsigned long long index)
+{
+    const ge_rec_request *q = r->request;
+    ge_rec one = *r;
+    one.request = NULL;
+    char msg[200] = "";
+    if (q->dim > P->model_dim)
+        snprintf(msg, sizeof msg, "\"dimensions\": %d, and the model's vectors have %d values",
+                 q->dim, P->model_dim);
+    else if (q->dim && q->dim != P->c->dim && P->c->format != GE_FMT_OPENAI)
+        snprintf(msg, sizeof msg, "\"dimensions\": %d, and this output's rows have %d values "
+                 "(--format openai-batch answers each request at its own width)", q->dim,
+                 P->c->dim);
+    if (msg[0]) {
+        one.err_code = "bad_request";
+        snprintf(one.err_msg, sizeof one.err_msg, "%s:%llu: %s", r->source, r->line, msg);
+    }
+    *n = msg[0] ? 1 : q->n;
+    char *id = malloc(r->id_len + 32);
+    bool ok = id != NULL;
+    for (size_t j = 0; ok && j < *n; j++) {
+        if (!msg[0]) {
+            one.text = q->texts[j], one.text_len = q->lens[j];
+            if (q->list) { /* other formats: a row per input, its id [custom_id, index] */
+                one.id = id;
+                one.id_len = (size_t)sprintf(id, "[%.*s,%zu]", (int)r->id_len, r->id, j);
+            }
+        }
+        if (!(ok = fill(&g[j], &one, j + 1 < *n ? index - 1 : index)))
+            break;
+        request *rq = g[j].req = calloc(1, sizeof *rq);
+        ok = rq && (rq->custom_id = dup_mem(r->id, r->id_len)) &&
+             (!q->model || (rq->model = dup_mem(q->model, q->model_len)));
+        if (rq)
+            *rq = (request){rq->custom_id, r->id_len, (unsigned)j, (unsigned)*n, q->dim,
+                            q->base64 < 0 ? P->o->base64 : q->base64 == 1, rq->model,
+                            q->model_len};
+        g[j].rec = index;
+        if (!ok)
+            slot_free(&g[j]);
+    }
+    free(id);
+    if (!ok) /* the slots filled so far */
+        for (size_t j = 0; j < *n && g[j].id; j++)
+            slot_free(&g[j]);
     return ok;
 }
 
@@ -301,13 +382,24 @@ static unsigned long long read_all(pipe_t *P)
         P->times.read += ge_now() - t0;
         ge_in_position(in, &done, &total);
         atomic_store(&P->pos_done, done);
-        slot s;
-        if (!fill(&s, &rec, index)) {
+        size_t n_slots = 1;
+        bool ok;
+        if (rec.request && rec.request->n && !rec.err_code) {
+            ok = fill_request(P, P->group, &n_slots, &rec, index);
+        } else {
+            ok = fill(P->group, &rec, index);
+            P->group->rec = index;
+            if (ok && rec.request && !(P->group->req = calloc(1, sizeof(request))))
+                slot_free(P->group), ok = false;
+            if (ok && rec.request) /* a request that failed: its line answers alone */
+                *P->group->req = (request){.i = 0, .n = 1};
+        }
+        if (!ok) {
             ge_say("out of memory");
             fail_io(P);
             break;
         }
-        if (!push(P, &s))
+        if (!push(P, P->group, n_slots))
             break;
     }
     return index;
@@ -568,15 +660,16 @@ static void decode_record(pipe_t *P, slot *s, ge_tokens *toks)
 
 /* A record's vector at the output's width from a model-width one (the same steps as
  * embed_wave's, so the same bits). NULL when out of memory. */
-static float *cut(const pipe_t *P, const float *full)
+static float *cut(const pipe_t *P, const slot *s, const float *full)
 {
+    const int dim = slot_dim(P, s);
     float *t = malloc((size_t)P->model_dim * sizeof *t);
-    float *v = t ? malloc((size_t)P->c->dim * sizeof *v) : NULL;
+    float *v = t ? malloc((size_t)dim * sizeof *v) : NULL;
     if (v) {
         memcpy(t, full, (size_t)P->model_dim * sizeof *t);
-        if (P->c->dim < P->model_dim)
-            ge_matryoshka(t, P->c->dim);
-        memcpy(v, t, (size_t)P->c->dim * sizeof *v);
+        if (dim < P->model_dim)
+            ge_matryoshka(t, dim);
+        memcpy(v, t, (size_t)dim * sizeof *v);
     }
     free(t);
     return v;
@@ -619,7 +712,7 @@ static bool cache_hit(pipe_t *P, slot *s)
         return false;
     float *full = malloc((size_t)P->model_dim * sizeof *full);
     ge_cache_counts n;
-    if (!full || !ge_cache_get(P->c->cache, s->key, full, &n) || !(s->vec = cut(P, full))) {
+    if (!full || !ge_cache_get(P->c->cache, s->key, full, &n) || !(s->vec = cut(P, s, full))) {
         free(full);
         return false;
     }
@@ -706,7 +799,7 @@ static void dedup_take(pipe_t *P, slot *s)
     dedup_entry **l = dedup_link(P, s->key), *e = *l;
     char msg[sizeof(ge_err){0}.msg + 800];
     if (e && e->full) {
-        if (!(s->vec = cut(P, e->full)))
+        if (!(s->vec = cut(P, s, e->full)))
             fail_record(s, "out_of_memory", "out of memory");
     } else {
         snprintf(msg, sizeof msg, "the same content as %s", e && e->err_msg ? e->err_msg :
@@ -804,12 +897,13 @@ static void embed_wave(pipe_t *P, const job *w, size_t n, const int32_t **ids, s
         for (int k = 0; !st && k < P->model_dim; k++)
             if (!isfinite(v[k]))
                 st = ge_fail(&e, GE_E_INTERNAL, "the embedding has non-finite values");
-        if (!st && (s->vec = malloc((size_t)P->c->dim * sizeof *s->vec))) {
+        const int dim = slot_dim(P, s);
+        if (!st && (s->vec = malloc((size_t)dim * sizeof *s->vec))) {
             if (s->keyed && (s->full = malloc((size_t)P->model_dim * sizeof *s->full)))
                 memcpy(s->full, v, (size_t)P->model_dim * sizeof *s->full);
-            if (P->c->dim < P->model_dim)
-                ge_matryoshka(v, P->c->dim);
-            memcpy(s->vec, v, (size_t)P->c->dim * sizeof *s->vec);
+            if (dim < P->model_dim)
+                ge_matryoshka(v, dim);
+            memcpy(s->vec, v, (size_t)dim * sizeof *s->vec);
             continue;
         }
         if (!st)
@@ -1087,16 +1181,25 @@ static bool write_one(pipe_t *P, slot *s, ge_err *err)
     P->res.records++;
     if (s->dup)
         dedup_take(P, s);
+    ge_row_request rq;
+    ge_row row = {.id = s->id, .id_len = s->id_len, .truncated = s->truncated,
+                  .orig_tokens = s->orig_tokens, .used_tokens = s->n_tokens, .vec = s->vec,
+                  .dim = slot_dim(P, s), .index = s->rec};
+    if (s->req) {
+        const request *q = s->req;
+        rq = (ge_row_request){q->custom_id ? q->custom_id : s->id,
+                              q->custom_id ? q->custom_id_len : s->id_len, q->i, q->n,
+                              q->base64, q->model, q->model_len};
+        row.req = &rq;
+    }
     if (s->err_code) {
         P->res.failed++;
-        st = ge_out_error(P->c->out, s->id, s->id_len, s->err_code,
-                          s->err_msg ? s->err_msg : "out of memory", err);
+        st = ge_out_error(P->c->out, &row, s->err_code, s->err_msg ? s->err_msg : "out of memory",
+                          err);
     } else {
         if (s->truncated && !o->quiet && P->c->binary) /* jsonl rows carry "truncated" */
             ge_say("%s: truncated from %zu to %zu tokens", s->where, s->orig_tokens,
                    s->n_tokens);
-        ge_row row = {.id = s->id, .id_len = s->id_len, .truncated = s->truncated,
-                      .orig_tokens = s->orig_tokens, .vec = s->vec};
         if (o->tokenize)
             row.tokens = s->tokens, row.n_tokens = s->n_tokens;
         else
@@ -1120,6 +1223,7 @@ static void *writer_main(void *v)
     ge_err err = {0};
     unsigned long long checkpointed = P->c->skip, last_index = P->c->skip;
     bool failed = false, stop = false;
+    bool mid = false; /* inside a request's inputs: no checkpoint (resume redoes the request) */
     pthread_mutex_lock(&P->mu);
     for (;;) {
         unsigned long long first = P->n_written, end = P->n_packed;
@@ -1127,7 +1231,7 @@ static void *writer_main(void *v)
             bool finished = P->tower_done || atomic_load(&P->abort);
             pthread_mutex_unlock(&P->mu);
             /* caught up: make what is written durable before waiting */
-            if (last_index != checkpointed) {
+            if (last_index != checkpointed && !mid) {
                 const double t0 = ge_now();
                 failed = ge_out_checkpoint(P->c->out, last_index, &err) != GE_OK;
                 ge_cache_commit(P->c->cache); /* this run's vectors, for other processes */
@@ -1153,6 +1257,7 @@ static void *writer_main(void *v)
             slot *s = at(P, q);
             failed = !write_one(P, s, &err);
             last_index = s->index;
+            mid = s->req && s->req->i + 1 < s->req->n;
             stop = o->max_errors && P->res.failed >= o->max_errors;
             freed += s->bytes;
             slot_free(s);
@@ -1166,7 +1271,7 @@ static void *writer_main(void *v)
             break;
     }
     pthread_mutex_unlock(&P->mu);
-    if (stop && !failed && ge_out_checkpoint(P->c->out, last_index, &err))
+    if (stop && !failed && !mid && ge_out_checkpoint(P->c->out, last_index, &err))
         failed = true;
     P->last_index = last_index;
     if (failed) {

@@ -35,6 +35,7 @@ typedef struct {
     ge_cache *cache;         /* --cache, or NULL */
     const char *prefix;      /* global prompt prefix (--prompt resolved, or --prefix), or NULL */
     int dim;                 /* output width (Matryoshka): --dim, or the model's */
+    ge_fmt format;           /* the output's format */
     bool binary;             /* npy/f32/npz output: rows cannot carry notes */
     bool progress;           /* draw the progress line on stderr */
     unsigned long long skip; /* input records already done (--resume) */

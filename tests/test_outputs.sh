@@ -195,7 +195,7 @@ EOF
 
 # a run stopped by SIGTERM says it is not complete; its resumed run says it is
 mkfifo fifo
-( head -n 30 in.jsonl; sleep 30 ) >fifo &
+( head -n 30 in.jsonl; exec sleep 30 ) >fifo &
 feeder=$!
 "$BIN" "${M[@]}" fifo -o stop.npy --precision uint8 --calibration cal768.npy --errors /dev/null 2>stop.err &
 pid=$!
