@@ -18,6 +18,7 @@
 #include "bench.h"
 #include "ge.h"
 #include "input.h"
+#include "merge.h"
 #include "msg.h"
 #include "opts.h"
 #include "output.h"
@@ -236,6 +237,8 @@ int main(int argc, char **argv)
     hold_std_descriptors();
     /* a file size limit (ulimit -f) is a write error to report, like a full disk */
     signal(SIGXFSZ, SIG_IGN);
+    if (argc > 1 && strcmp(argv[1], "merge") == 0)
+        return ge_merge_main(argc - 1, argv + 1);
     struct sigaction bus = {.sa_sigaction = on_bus, .sa_flags = SA_SIGINFO};
     sigemptyset(&bus.sa_mask);
     sigaction(SIGBUS, &bus, NULL);
@@ -320,7 +323,7 @@ int main(int argc, char **argv)
 
     /* the model, two mmproj, the inputs, a calibration file and at most 6 of the output's */
     ge_path_use *uses = malloc(((size_t)o.nfiles + 16) * sizeof *uses);
-    static char names[3][4200];
+    static char names[4][4200];
     if (!uses)
         return ge_say("out of memory"), GE_EXIT_IO;
     st = ge_paths_check(uses, path_uses(&o, &oc, uses, names), &err);

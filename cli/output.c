@@ -55,6 +55,9 @@ struct ge_out {
     unsigned long long records; /* input records covered (all shards), at the last checkpoint */
     bool complete;        /* the run read its whole input (ge_out_mark_complete) */
     char *meta_name;      /* PATH.meta.json, or NULL */
+    FILE *recs;           /* PATH.records (sharded outputs), or NULL */
+    char *recs_name;
+    unsigned long long units, rec_units; /* units of the output written; at the record's start */
     bool began;           /* begin succeeded: end must run */
     bool resumed;         /* reopened an existing output: no header to write */
     bool broken;          /* a write failed: close cuts the files back to `last` */
@@ -111,15 +114,22 @@ static ge_status flush_checked(FILE *f, const char *name, ge_err *err)
     return GE_OK;
 }
 
+/* A row or error line is written to f: one more unit when f is the output. */
 static ge_status done_record(ge_out *o, FILE *f, const char *name, ge_err *err)
 {
+    o->units += f == o->f;
     return check(f, name, err);
 }
 
 /* A row's vector in the output's precision into o->bytes (row_bytes of them); its float
- * values into the --write-calibration ranges. */
-static void encode_row(ge_out *o, const float *v)
+ * values into the --write-calibration ranges. A merged row comes encoded already. */
+static void encode_row(ge_out *o, const ge_row *r)
 {
+    if (r->raw) {
+        memcpy(o->bytes, r->raw, o->row_bytes);
+        return;
+    }
+    const float *v = r->vec;
     const int dim = o->cfg.dim;
     ge_prec_encode(o->cfg.precision, o->cfg.calib, v, dim, o->bytes);
     if (o->cal_lo)
@@ -167,6 +177,14 @@ static const char *fmt_name(ge_fmt f)
 {
     return f == GE_FMT_NPY ? "npy" : f == GE_FMT_F32 ? "f32" : f == GE_FMT_NPZ ? "npz"
          : f == GE_FMT_OPENAI ? "openai-batch" : "jsonl";
+}
+
+ge_fmt ge_out_format_of(const char *name)
+{
+    for (ge_fmt f = GE_FMT_JSONL; f <= GE_FMT_OPENAI; f++)
+        if (!strcmp(name, fmt_name(f)))
+            return f;
+    return GE_FMT_AUTO;
 }
 
 /* One line of text per record (jsonl, openai-batch): error records go inline. */
@@ -277,9 +295,20 @@ static ge_status meta_write(const ge_out *o, bool complete, ge_err *err)
 
 static ge_status jsonl_begin(ge_out *o, ge_err *err) { return GE_OK; }
 
+/* A merged line, as the shard wrote it. */
+static ge_status raw_line(ge_out *o, const ge_row *r, ge_err *err)
+{
+    fwrite(r->raw, 1, r->raw_len, o->f);
+    putc('\n', o->f);
+    o->rows += r->raw_rows;
+    return done_record(o, o->f, o->f_name, err);
+}
+
 static ge_status jsonl_row(ge_out *o, const ge_row *r, ge_err *err)
 {
     FILE *f = o->f;
+    if (r->raw)
+        return raw_line(o, r, err);
     fputs("{\"id\":", f);
     fwrite(r->id, 1, r->id_len, f);
     if (r->truncated)
@@ -290,13 +319,13 @@ static ge_status jsonl_row(ge_out *o, const ge_row *r, ge_err *err)
             fprintf(f, i ? ",%ld" : "%ld", (long)r->tokens[i]);
         fputs("]}\n", f);
     } else if (o->cfg.base64) {
-        encode_row(o, r->vec);
+        encode_row(o, r);
         size_t k = ge_base64_encode(o->b64, o->bytes, o->row_bytes);
         fputs(",\"embedding\":\"", f);
         fwrite(o->b64, 1, k, f);
         fputs("\"}\n", f);
     } else {
-        encode_row(o, r->vec);
+        encode_row(o, r);
         const ge_prec p = o->cfg.precision;
         const int w = ge_prec_width(p, o->cfg.dim);
         fputs(",\"embedding\":[", f);
@@ -391,6 +420,8 @@ static ge_status oa_begin(ge_out *o, ge_err *err) { return GE_OK; }
 
 static ge_status oa_row(ge_out *o, const ge_row *r, ge_err *err)
 {
+    if (r->raw)
+        return raw_line(o, r, err);
     const ge_row_request q = oa_request(o, r);
     const int dim = r->dim ? r->dim : o->cfg.dim;
     char head[96], num[32];
@@ -436,7 +467,7 @@ static ge_status f32_begin(ge_out *o, ge_err *err) { return GE_OK; }
 
 static ge_status f32_row(ge_out *o, const ge_row *r, ge_err *err)
 {
-    encode_row(o, r->vec);
+    encode_row(o, r);
     fwrite(o->bytes, 1, o->row_bytes, o->f);
     o->rows++;
     ge_status st = done_record(o, o->f, o->f_name, err);
@@ -572,7 +603,7 @@ static size_t utf8_count(const char *s, size_t n)
 
 static ge_status npz_row(ge_out *o, const ge_row *r, ge_err *err)
 {
-    encode_row(o, r->vec);
+    encode_row(o, r);
     size_t nb = o->row_bytes;
     fwrite(o->bytes, 1, nb, o->npz_data);
     o->npz_crc = crc32(o->npz_crc, o->bytes, (uInt)nb);
@@ -582,6 +613,7 @@ static ge_status npz_row(ge_out *o, const ge_row *r, ge_err *err)
     if (cp > o->npz_id_max)
         o->npz_id_max = cp;
     o->rows++;
+    o->units++;
     if (ferror(o->npz_data) || ferror(o->npz_ids))
         return ge_fail(err, GE_E_IO, "%s: temporary file: write failed: %s", o->f_name,
                        strerror(errno ? errno : EIO));
@@ -861,6 +893,10 @@ ge_status ge_out_checkpoint(ge_out *o, unsigned long long records, ge_err *err)
         st = flush_checked(o->ids, o->ids_name, err);
     if (!st && o->errf && !o->errf_std)
         st = flush_checked(o->errf, o->errf_name, err);
+    if (!st && o->recs)
+        st = flush_checked(o->recs, o->recs_name, err);
+    if (!st)
+        o->records = records;
     if (st || !o->stateful) { /* a pipe's reader gets every finished record now */
         o->broken = st != GE_OK;
         return st;
@@ -870,7 +906,6 @@ ge_status ge_out_checkpoint(ge_out *o, unsigned long long records, ge_err *err)
         o->broken = true;
         return st;
     }
-    o->records = records;
     ge_ckpt c = {.seq = o->last.seq + 1, .records = records, .rows = o->rows,
                  .out = (long long)ftello(o->f), .ids = stream_len(o->ids),
                  .errors = o->errf_std ? -1 : stream_len(o->errf)};
@@ -881,6 +916,9 @@ ge_status ge_out_checkpoint(ge_out *o, unsigned long long records, ge_err *err)
     o->last = c;
     return GE_OK;
 }
+
+static unsigned long long shard_records(const ge_out_cfg *cfg, unsigned long long records);
+static ge_status records_reopen(ge_out *o, unsigned long long lines, ge_err *err);
 
 /* After a failed write: every file of the set back to the last checkpoint, which the state
  * file holds, so the output loads (the npy header counts what is there) and resumes. The
@@ -900,6 +938,14 @@ static void rollback(ge_out *o)
     }
     if (o->cfg.format == GE_FMT_NPY)
         npy_patch(o, o->last.rows, NULL);
+    if (o->recs) { /* the checkpoint's records */
+        __fpurge(o->recs);
+        fclose(o->recs);
+        o->recs = NULL;
+        if (records_reopen(o, shard_records(&o->cfg, o->last.records), NULL) != GE_OK)
+            snprintf(o->note, sizeof o->note, "cannot cut %s back to its last checkpoint",
+                     o->recs_name);
+    }
 }
 
 /* Open a file of the set that must be a regular file (state, or one reopened to resume)
@@ -1059,6 +1105,12 @@ static bool regular_path(const ge_out_cfg *cfg)
     return out_descriptor(cfg->path) < 0 && (stat(cfg->path, &sb) != 0 || S_ISREG(sb.st_mode));
 }
 
+/* A --shard run's output by its path keeps PATH.records (output.h). */
+static bool has_records(const ge_out_cfg *cfg)
+{
+    return cfg->shard_n && !cfg->merged && regular_path(cfg);
+}
+
 bool ge_out_has_meta(const ge_out_cfg *cfg)
 {
     return cfg->format == GE_FMT_NPZ || regular_path(cfg);
@@ -1067,8 +1119,8 @@ bool ge_out_has_meta(const ge_out_cfg *cfg)
 bool ge_out_has_state(const ge_out_cfg *cfg)
 {
     /* beside a regular file written by its path; npz is written whole at the end, it has
-     * none */
-    return cfg->format != GE_FMT_NPZ && regular_path(cfg);
+     * none, and a merged output is not resumed */
+    return cfg->format != GE_FMT_NPZ && !cfg->merged && regular_path(cfg);
 }
 
 /* The rest of the fingerprint: what the output itself decides. */
@@ -1193,8 +1245,14 @@ size_t ge_out_uses(const ge_out_cfg *cfg, ge_path_use *u, char names[][4200])
     if (ge_out_has_state(cfg)) {
         snprintf(names[0], sizeof names[0], "%s.resume", cfg->path);
         u[n++] = (ge_path_use){names[0], -1, "the output's resume state", true};
+    }
+    if (regular_path(cfg)) {
         snprintf(names[2], sizeof names[2], "%s.meta.json", cfg->path);
         u[n++] = (ge_path_use){names[2], -1, "the output's run description", true};
+    }
+    if (has_records(cfg)) {
+        snprintf(names[3], sizeof names[3], "%s.records", cfg->path);
+        u[n++] = (ge_path_use){names[3], -1, "the output's records map", true};
     }
     if (cfg->write_calib)
         u[n++] = (ge_path_use){cfg->write_calib, -1, "the --write-calibration file", true};
@@ -1228,6 +1286,47 @@ static ge_status check_set(ge_out *o, const ge_ckpt *c, ge_err *err)
     return st;
 }
 
+/* The records of shard i/n among the first `records` input records. */
+static unsigned long long shard_records(const ge_out_cfg *cfg, unsigned long long records)
+{
+    return records > cfg->shard_i ? (records - cfg->shard_i + cfg->shard_n - 1) / cfg->shard_n
+                                  : 0;
+}
+
+/* The records map reopened to append, its first `lines` lines kept (they are the records of
+ * the checkpoint). GE_E_USAGE when it holds fewer. */
+static ge_status records_reopen(ge_out *o, unsigned long long lines, ge_err *err)
+{
+    bool odd;
+    int fd = open_regular(o->recs_name, O_RDWR | O_CREAT, &odd);
+    FILE *f = fd >= 0 ? fdopen(fd, "r+b") : NULL;
+    if (!f) {
+        int e = odd ? EINVAL : errno;
+        if (fd >= 0)
+            close(fd);
+        return ge_fail(err, GE_E_IO, "%s: cannot resume: %s", o->recs_name, strerror(e));
+    }
+    unsigned long long seen = 0;
+    int c;
+    while (seen < lines && (c = getc(f)) != EOF)
+        seen += c == '\n';
+    if (seen < lines) {
+        fclose(f);
+        return ge_fail(err, GE_E_USAGE, "%s: cannot resume: the records map holds %llu records "
+                       "and the checkpoint %llu; restore it, or remove %s and %s.resume to start "
+                       "again", o->recs_name, seen, lines, o->cfg.path, o->cfg.path);
+    }
+    off_t at = ftello(f);
+    if (at < 0 || ftruncate(fd, at) != 0 || fseeko(f, at, SEEK_SET) != 0) {
+        ge_status st = ge_fail(err, GE_E_IO, "%s: cannot resume: %s", o->recs_name,
+                               strerror(errno));
+        fclose(f);
+        return st;
+    }
+    o->recs = f;
+    return GE_OK;
+}
+
 ge_status ge_out_open(ge_out **out, const ge_out_cfg *cfg, unsigned long long *skip,
                       ge_err *err)
 {
@@ -1251,16 +1350,19 @@ ge_status ge_out_open(ge_out **out, const ge_out_cfg *cfg, unsigned long long *s
         o->cal_lo = malloc((size_t)cfg->dim * sizeof *o->cal_lo);
         o->cal_hi = malloc((size_t)cfg->dim * sizeof *o->cal_hi);
     }
-    if (cfg->format != GE_FMT_NPZ && regular_path(cfg)) {
+    if (regular_path(cfg)) {
         size_t n = strlen(cfg->path) + sizeof ".meta.json";
         if ((o->meta_name = malloc(n)))
             snprintf(o->meta_name, n, "%s.meta.json", cfg->path);
+        n = strlen(cfg->path) + sizeof ".records";
+        if (has_records(cfg) && (o->recs_name = malloc(n)))
+            snprintf(o->recs_name, n, "%s.records", cfg->path);
     }
     if (cfg->fp)
         o->fp = *cfg->fp;
     fp_output_fields(o);
     if (!o->bytes || !o->b64 || (cfg->write_calib && (!o->cal_lo || !o->cal_hi)) ||
-        (cfg->format != GE_FMT_NPZ && regular_path(cfg) && !o->meta_name)) {
+        (regular_path(cfg) && !o->meta_name) || (has_records(cfg) && !o->recs_name)) {
         ge_out_close(o, NULL, 0, NULL);
         return ge_fail(err, GE_E_NOMEM, "out of memory");
     }
@@ -1332,6 +1434,14 @@ ge_status ge_out_open(ge_out **out, const ge_out_cfg *cfg, unsigned long long *s
         if (st)
             goto fail;
     }
+    if (o->recs_name) {
+        if (o->resumed)
+            st = records_reopen(o, shard_records(cfg, c.records), err);
+        else if (!(o->recs = ge_path_create(o->recs_name, err)))
+            st = GE_E_IO;
+        if (st)
+            goto fail;
+    }
     if (cfg->errors) {
         o->errf_name = cfg->errors;
         if (o->resumed && c.errors >= 0)
@@ -1373,10 +1483,22 @@ const char *ge_out_note(const ge_out *o) { return o->note; }
 
 void ge_out_mark_complete(ge_out *o) { o->complete = true; }
 
+/* After a record's last row or error: its units into the records map. */
+static ge_status record_end(ge_out *o, const ge_row *r, ge_err *err)
+{
+    if (!o->recs || (r->req && r->req->i + 1 < r->req->n))
+        return GE_OK;
+    fprintf(o->recs, "%llu\n", o->units - o->rec_units);
+    o->rec_units = o->units;
+    return check(o->recs, o->recs_name, err);
+}
+
 ge_status ge_out_row(ge_out *o, const ge_row *r, ge_err *err)
 {
     errno = 0;
     ge_status st = o->w->row(o, r, err);
+    if (!st)
+        st = record_end(o, r, err);
     o->broken |= st != GE_OK;
     return st;
 }
@@ -1387,6 +1509,8 @@ ge_status ge_out_error(ge_out *o, const ge_row *r, const char *code, const char 
     errno = 0;
     ge_status st = o->errf && o->cfg.format != GE_FMT_OPENAI ? error_to_file(o, r, code, msg, err)
                                                             : o->w->error(o, r, code, msg, err);
+    if (!st)
+        st = record_end(o, r, err);
     o->broken |= st != GE_OK;
     return st;
 }
@@ -1452,6 +1576,7 @@ ge_status ge_out_close(ge_out *o, char *note, size_t note_len, ge_err *err)
     bool drop_npz = o->began && o->broken && o->cfg.format == GE_FMT_NPZ && o->created;
     st = finish(o->f, o->f_name, o->f_std, st, err);
     st = finish(o->ids, o->ids_name, false, st, err);
+    st = finish(o->recs, o->recs_name, false, st, err);
     st = finish(o->errf, o->errf_name, o->errf_std, st, err);
     if (drop_npz && unlink(o->cfg.path) == 0) /* half a zip is no use to anyone */
         snprintf(o->note, sizeof o->note, "%s was removed: the archive could not be completed",
@@ -1466,6 +1591,7 @@ ge_status ge_out_close(ge_out *o, char *note, size_t note_len, ge_err *err)
         snprintf(note, note_len, "%s", o->note);
     free(o->state_name);
     free(o->meta_name);
+    free(o->recs_name);
     free(o->cal_lo);
     free(o->cal_hi);
     free(o->oa);

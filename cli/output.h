@@ -21,6 +21,12 @@
  * tier and whether the run completed. Written (whole, then renamed into place) when the
  * output is opened, with complete false, and again when it is closed.
  *
+ * Records map: beside the output of a --shard run written by its path, PATH.records has one
+ * line per input record of the shard, in order: how many units of the output it took (lines
+ * of jsonl and openai-batch, rows of npy, f32 and npz; 0 for a failed record whose error went
+ * elsewhere). gemmaembed merge interleaves the shards by it. On resume it is cut back to the
+ * checkpoint's records (their count follows from it; the state file does not record it).
+ *
  * The ids sidecar (PATH.ids.jsonl, or --ids) has one line per row, the raw id. Error records
  * ({"id":<raw>,"error":{"code":...,"message":...}}) go inline for jsonl and to the errors
  * file (--errors, default stderr) for binary formats; with --errors they always go there.
@@ -74,6 +80,7 @@ typedef struct {
     const char *write_calib; /* --write-calibration PATH, or NULL */
     const char *tier;   /* the kernel tier, for PATH.meta.json (informational) */
     const char *model_name; /* openai-batch: the "model" of a request that names none */
+    bool merged;        /* gemmaembed merge's output: no resume state, no records map */
     bool resume;        /* continue the existing output (see above) */
     unsigned long long shard_i, shard_n; /* --shard (n == 0: none) */
     const ge_fingerprint *fp; /* what else decides the rows (model, prompt, options); the
@@ -102,9 +109,16 @@ typedef struct {
     int dim;                /* values in vec; 0: the output's dim */
     unsigned long long index; /* the record's 1-based input index (openai-batch ids) */
     const ge_row_request *req; /* the OpenAI request it answers, or NULL */
+    const char *raw;        /* gemmaembed merge: the row as written already (a jsonl or
+                               openai-batch line without its newline, or row_bytes bytes) */
+    size_t raw_len;
+    unsigned raw_rows;      /* the vectors a raw line holds (0: an error line) */
 } ge_row;
 
 typedef struct ge_out ge_out;
+
+/* The format of a name ("jsonl", ..., "openai-batch"), or GE_FMT_AUTO. */
+ge_fmt ge_out_format_of(const char *name);
 
 /* The format a path's extension asks for (.npy, .f32, .npz, else jsonl). */
 ge_fmt ge_out_guess(const char *path);
