@@ -406,6 +406,7 @@ ge_status ge_opts_parse(int argc, char **argv, ge_opts *o, ge_err *err)
 void ge_opts_help(FILE *f)
 {
     fputs("Usage: gemmaembed -m MODEL [options] [FILE...]\n"
+          "       gemmaembed merge -o OUT PART...   (the outputs of --shard runs, in input order)\n"
           "Embed text, image, audio and video records with EmbeddingGemma 2. Reads FILEs (gzip\n"
           "or plain; '-' or no FILE = stdin): JSONL records {\"id\": ..., \"text\": ...}\n"
           "(\"image\", \"audio\", \"video\": PATH, \"content\": [items] with --mmproj), one\n"
