@@ -454,7 +454,7 @@ int main(int argc, char **argv)
                damaged);
     }
     if (status == GE_EXIT_OK && res.failed)
-        status = GE_EXIT_RECORDS;
+        status = (ge_exit)o.failed_exit;
     if (g_stop) {
         bool to_file = o.output && strcmp(o.output, "-") != 0;
         ge_say("stopped by %s after %llu input records%s", g_stop == SIGINT ? "SIGINT" : "SIGTERM",

@@ -14,6 +14,7 @@
 #include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 
 #include "ge.h"
 
@@ -58,6 +59,8 @@ typedef struct {
                         * (a, b)", NULL for "'ARG' is not one of a, b" */
     const int *vals;   /* K_CHOICE: the value stored for each choice; NULL: its number */
     ge_status (*call)(ge_opts *o, const char *arg, ge_err *err); /* K_CALL */
+    bool env;          /* also read from GEMMAEMBED_<NAME> (the flag wins): for tools that
+                        * cannot pass arguments, such as Spark's RDD.pipe */
 } opt_row;
 
 static ge_status set_mmproj(ge_opts *o, const char *arg, ge_err *err);
@@ -71,66 +74,70 @@ static const opt_row OPTS[] = {
      "mmproj GGUF with the vision and/or audio tower (twice: one of each)", .kind = K_CALL,
      .call = set_mmproj},
     {"image-tokens", 0, GE_BUDGETS, NULL, "soft tokens per image", .kind = K_CHOICE,
-     AT(image_tokens), .init = GE_IMAGE_TOKENS},
+     AT(image_tokens), .init = GE_IMAGE_TOKENS, .env = true},
     {"audio-max-seconds", 0, "S", NULL,
      "keep the first S seconds of each audio clip (at most what fits the context: 327.53)",
      .kind = K_REAL, AT(audio_max_seconds), .init = GE_AUDIO_MAX_SECONDS, .min = 0,
-     .max = GE_AUDIO_SECONDS_CAP, .want = "a number of seconds in (%g, %g]"},
+     .max = GE_AUDIO_SECONDS_CAP, .want = "a number of seconds in (%g, %g]", .env = true},
     {"video-tokens", 0, GE_BUDGETS, NULL, "soft tokens per video frame",
-     .kind = K_CHOICE, AT(video_tokens), .init = GE_VIDEO_TOKENS},
+     .kind = K_CHOICE, AT(video_tokens), .init = GE_VIDEO_TOKENS, .env = true},
     {"video-fps", 0, "F", NULL, "video frames sampled per second (<= 1000)", .kind = K_REAL,
-     AT(video_fps), .init = GE_VIDEO_FPS, .min = 0, .max = 1000, .want = "a rate in (%g, %g]"},
+     AT(video_fps), .init = GE_VIDEO_FPS, .min = 0, .max = 1000, .want = "a rate in (%g, %g]", .env = true},
     {"video-frames", 0, "N", NULL, "at most N frames per video, chosen uniformly",
      .kind = K_INT, AT(video_frames), .init = GE_VIDEO_MAX_FRAMES, .min = 1,
-     .max = GE_VIDEO_FRAMES_CAP, .want = "a count in %g..%g"},
+     .max = GE_VIDEO_FRAMES_CAP, .want = "a count in %g..%g", .env = true},
     {"output", 'o', "PATH", "stdout", "write results to PATH", .kind = K_STR, AT(output)},
     {"format", 0, "jsonl|npy|f32|npz|openai-batch", "from the -o extension, else jsonl",
      "output format (openai-batch: OpenAI Batch API output lines)",
      .kind = K_CHOICE, AT(format), .want = "format",
-     .vals = (const int[]){GE_FMT_JSONL, GE_FMT_NPY, GE_FMT_F32, GE_FMT_NPZ, GE_FMT_OPENAI}},
+     .vals = (const int[]){GE_FMT_JSONL, GE_FMT_NPY, GE_FMT_F32, GE_FMT_NPZ, GE_FMT_OPENAI}, .env = true},
     {"encoding", 0, "float|base64", "float", "jsonl vectors as numbers or base64 (LE float32)",
-     .kind = K_CHOICE, AT(base64), .want = "encoding", .vals = (const int[]){0, 1}},
+     .kind = K_CHOICE, AT(base64), .want = "encoding", .vals = (const int[]){0, 1}, .env = true},
     {"dim", 0, "768|512|256|128", "the model's width",
-     "Matryoshka: first N values, L2-normalised again", .kind = K_CHOICE, AT(dim)},
+     "Matryoshka: first N values, L2-normalised again", .kind = K_CHOICE, AT(dim), .env = true},
     {"precision", 0, "float32|float16|int8|uint8|binary|ubinary", "float32",
      "element type of the rows, after --dim (sentence-transformers' quantize_embeddings)",
      .kind = K_CHOICE, AT(precision), .want = "precision",
      .vals = (const int[]){GE_PREC_FLOAT32, GE_PREC_FLOAT16, GE_PREC_INT8, GE_PREC_UINT8,
-                           GE_PREC_BINARY, GE_PREC_UBINARY}},
+                           GE_PREC_BINARY, GE_PREC_UBINARY}, .env = true},
     {"calibration", 0, "PATH.npy", NULL,
      "per-dimension (min, max) rows, shape (2, dim), for --precision int8 and uint8",
-     .kind = K_STR, AT(calibration)},
+     .kind = K_STR, AT(calibration), .env = true},
     {"write-calibration", 0, "PATH.npy", NULL,
      "write the (min, max) of this run's vectors, shape (2, dim), for --calibration",
      .kind = K_STR, AT(write_calibration)},
     {"input", 0, "jsonl|lines|files", "guessed per file: '{' first = jsonl",
      "input format (files: one media path per line)", .kind = K_CHOICE, AT(input),
-     .want = "format", .vals = (const int[]){GE_IN_JSONL, GE_IN_LINES, GE_IN_FILES}},
+     .want = "format", .vals = (const int[]){GE_IN_JSONL, GE_IN_LINES, GE_IN_FILES}, .env = true},
     {"prompt", 0, "NAME", "none", "task prompt for every record (names below)", .kind = K_STR,
-     AT(prompt)},
+     AT(prompt), .env = true},
     {"prefix", 0, "STR", "none", "literal prompt prefix for every record", .kind = K_STR,
-     AT(prefix)},
+     AT(prefix), .env = true},
     {"truncate", 0, NULL, NULL, "cut over-long records instead of failing them",
-     .kind = K_FLAG, AT(truncate)},
+     .kind = K_FLAG, AT(truncate), .env = true},
     {"tokenize", 0, NULL, NULL, "print token ids instead of embeddings (jsonl)", .kind = K_FLAG,
      AT(tokenize)},
     {"errors", 0, "PATH", "inline for jsonl, stderr for npy/f32/npz", "where error records go",
      .kind = K_STR, AT(errors)},
     {"ids", 0, "PATH", "OUTPUT.ids.jsonl", "ids sidecar of npy/f32 output", .kind = K_STR,
      AT(ids)},
+    {"failed-exit", 0, "N", NULL,
+     "exit status when some records failed (0: they are error records, as for RDD.pipe)",
+     .kind = K_INT, AT(failed_exit), .init = 1, .min = 0, .max = 125,
+     .want = "a status in %g..%g", .env = true},
     {"max-errors", 0, "N", "no limit", "stop after N failed records", .kind = K_COUNT,
-     AT(max_errors), .min = 1, .max = (double)ULLONG_MAX, .want = "a positive integer"},
+     AT(max_errors), .min = 1, .max = (double)ULLONG_MAX, .want = "a positive integer", .env = true},
     {"resume", 0, NULL, NULL, "continue the -o output of an interrupted run", .kind = K_FLAG,
      AT(resume)},
     {"cache", 0, "DIR", NULL,
      "reuse vectors of the same content (DIR/cache.sqlite; shards may share it)",
-     .kind = K_STR, AT(cache)},
+     .kind = K_STR, AT(cache), .env = true},
     {"shard", 0, "I/N", NULL, "only records whose 0-based index % N == I", .kind = K_CALL,
      .call = set_shard},
     {"progress", 0, NULL, "when stderr is a terminal", "show a progress line on stderr",
      .kind = K_FLAG, AT(progress)},
     {"quiet", 'q', NULL, NULL, "no summary, warnings or progress on stderr", .kind = K_FLAG,
-     AT(quiet)},
+     AT(quiet), .env = true},
     {"bench", 0, NULL, NULL,
      "profile: time per stage and operation (on FILEs or built-in inputs)", .kind = K_FLAG,
      AT(bench)},
@@ -245,6 +252,30 @@ static ge_status bad_choice(const opt_row *r, const char *arg, ge_err *err)
     return ge_fail(err, GE_E_USAGE, "--%s: '%s' is not one of %s", r->name, arg, list);
 }
 
+/* GEMMAEMBED_ and the row's name in capitals, '-' as '_', into buf[64]; returns buf. */
+static const char *env_name(const opt_row *r, char *buf)
+{
+    size_t at = (size_t)snprintf(buf, 64, "GEMMAEMBED_");
+    for (const char *c = r->name; *c && at + 1 < 64; c++)
+        buf[at++] = *c == '-' ? '_' : (char)(*c >= 'a' && *c <= 'z' ? *c - 32 : *c);
+    buf[at] = 0;
+    return buf;
+}
+
+/* 1, 0, or -1 for a value that is none of 1/0, on/off, true/false, yes/no. */
+static int parse_bool(const char *v)
+{
+    static const char *const yes[] = {"1", "on", "true", "yes"}, *const no[] = {"0", "off",
+                                                                             "false", "no"};
+    for (int i = 0; i < 4; i++) {
+        if (!strcasecmp(v, yes[i]))
+            return 1;
+        if (!strcasecmp(v, no[i]))
+            return 0;
+    }
+    return -1;
+}
+
 /* Read arg (NULL for a flag) into the row's field. */
 static ge_status set_value(ge_opts *o, const opt_row *r, const char *arg, ge_err *err)
 {
@@ -351,10 +382,29 @@ ge_status ge_opts_parse(int argc, char **argv, ge_opts *o, ge_err *err)
     const char *env = getenv("GEMMAEMBED_MODEL");
     if (env && *env)
         o->model = env;
+    ge_status st;
+    for (size_t i = 0; i < NOPTS; i++) { /* GEMMAEMBED_<NAME>: below the flags */
+        const opt_row *r = &OPTS[i];
+        char name[64];
+        const char *v = r->env ? getenv(env_name(r, name)) : NULL;
+        if (!v || !*v)
+            continue;
+        if (r->kind == K_FLAG) {
+            int b = parse_bool(v);
+            if (b < 0)
+                return ge_fail(err, GE_E_USAGE, "%s: '%s' is not 1/0, on/off, true/false or "
+                               "yes/no", name, v);
+            put(o, r, (unsigned long long)b);
+        } else if ((st = set_value(o, r, v, err)) != GE_OK) {
+            char msg[sizeof err->msg];
+            snprintf(msg, sizeof msg, "%s", err->msg);
+            return ge_fail(err, GE_E_USAGE, "%s (from %s)", msg, name);
+        }
+    }
     size_t nsw;
     const ge_switch *sw = ge_config_switches(&nsw);
     ge_config_defaults(&o->cfg);
-    ge_status st = ge_config_from_env(&o->cfg, getenv, err);
+    st = ge_config_from_env(&o->cfg, getenv, err);
     if (st)
         return st;
 
@@ -424,6 +474,9 @@ void ge_opts_help(FILE *f)
             snprintf(head, sizeof head, "    --%s%s%s", r->name, r->arg ? " " : "",
                      r->arg ? r->arg : "");
         fprintf(f, "  %-29s %s\n", head, r->help);
+        char name[64];
+        if (r->env)
+            fprintf(f, "  %-29s (environment: %s)\n", "", env_name(r, name));
         const char *d = r->def;
         if (!d && r->init != 0) /* the value the parser starts from, so they agree */
             snprintf(def, sizeof def, "%g", r->init), d = def;

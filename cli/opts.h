@@ -45,6 +45,7 @@ typedef struct {
     int bench_reps;         /* --bench-reps N */
     ge_config cfg;          /* engine switches: defaults < environment < flags */
     unsigned long long max_errors; /* --max-errors; 0 = no limit */
+    int failed_exit;        /* --failed-exit: the status when some records failed */
     char **files;           /* FILE operands; nfiles == 0 means stdin */
     int nfiles;
 } ge_opts;

@@ -3,6 +3,8 @@
 # finish prints the script's totals and fails when any check failed.
 npass=0 nfail=0
 pass() { echo "PASS: $1"; npass=$((npass + 1)); }
+# a check this machine cannot run (tests/run lists it under the totals): NAME REASON
+skip() { echo "SKIP: $1: $2"; }
 fail() { echo "FAIL: $1: $2"; nfail=$((nfail + 1)); }
 finish() {
     echo "$(basename "$0" .sh): $npass passed, $nfail failed"
