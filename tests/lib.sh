@@ -6,6 +6,19 @@ pass() { echo "PASS: $1"; npass=$((npass + 1)); }
 # a check this machine cannot run (tests/run lists it under the totals): NAME REASON
 skip() { echo "SKIP: $1: $2"; }
 fail() { echo "FAIL: $1: $2"; nfail=$((nfail + 1)); }
+# py ARGS...: a Python check script on stdin (run by $PY in the current directory, its output
+# kept in py.out); its PASS/FAIL lines are counted as the shell's
+py() {
+    "$PY" - "$@" >py.out 2>&1 || echo "FAIL: python check: exit $?" >>py.out
+    local line
+    while IFS= read -r line; do
+        case $line in
+        PASS:*) pass "${line#PASS: }" ;;
+        FAIL:*) line=${line#FAIL: }; fail "${line%%: *}" "${line#*: }" ;;
+        *) echo "$line" ;;
+        esac
+    done <py.out
+}
 finish() {
     echo "$(basename "$0" .sh): $npass passed, $nfail failed"
     [ "$nfail" -eq 0 ]

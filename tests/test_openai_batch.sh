@@ -27,18 +27,6 @@ done
 cd "$T" || exit 1
 M=(-m "$MODEL" -q)
 
-py() { # ARGS...: a Python check script on stdin; its PASS/FAIL lines counted here
-    "$PY" - "$@" >py.out 2>&1 || echo "FAIL: python check: exit $?" >>py.out
-    local line
-    while IFS= read -r line; do
-        case $line in
-        PASS:*) pass "${line#PASS: }" ;;
-        FAIL:*) line=${line#FAIL: }; fail "${line%%: *}" "${line#*: }" ;;
-        *) echo "$line" ;;
-        esac
-    done <py.out
-}
-
 # 300 requests: strings and lists (1-5 inputs), dimensions and encodings mixed, a model
 # named or not; then bad lines; the plain records of every input text, for the reference
 "$PY" - <<'EOF'

@@ -40,18 +40,6 @@ with open("in.jsonl", "w") as f:
         f.write(json.dumps({"id": i, "text": " ".join(r.choice(words) for _ in range(r.randint(1, 30)))}) + "\n")
 EOF
 
-py() { # ARGS...: a Python check script on stdin; its PASS/FAIL lines counted here
-    "$PY" - "$@" >py.out 2>&1 || echo "FAIL: python check: exit $?" >>py.out
-    local line
-    while IFS= read -r line; do
-        case $line in
-        PASS:*) pass "${line#PASS: }" ;;
-        FAIL:*) line=${line#FAIL: }; fail "${line%%: *}" "${line#*: }" ;;
-        *) echo "$line" ;;
-        esac
-    done <py.out
-}
-
 usage() { # NAME WANT_IN_MESSAGE ARGS...: exit 2 and the message names the cause
     local name=$1 want=$2
     shift 2
