@@ -208,6 +208,28 @@ usage "resume with another precision is refused" "precision (was uint8, now int8
 [ $? -eq 1 ] && [ ! -e /dev/null.meta.json ] && pass "no meta.json beside /dev/null" ||
     fail "no meta.json beside /dev/null" "it was written, or the exit was not 1"
 
+# ---- options from the environment (RDD.pipe), --failed-exit, many inputs ---------------------
+GEMMAEMBED_PRECISION=int8 GEMMAEMBED_CALIBRATION=cal128.npy GEMMAEMBED_DIM=128 \
+    "$BIN" "${M[@]}" in.jsonl -o env.npy --errors /dev/null
+cmp -s env.npy int8.128.npy && pass "GEMMAEMBED_PRECISION, _CALIBRATION, _DIM = the flags" ||
+    fail "options from the environment" "differ"
+GEMMAEMBED_DIM=256 "$BIN" "${M[@]}" --dim 128 --precision int8 --calibration cal128.npy in.jsonl \
+    -o env2.npy --errors /dev/null
+cmp -s env2.npy int8.128.npy && pass "a flag wins over its variable" || fail "flag over variable" "differ"
+GEMMAEMBED_DIM=100 "$BIN" "${M[@]}" in.jsonl >/dev/null 2>u.err
+[ $? -eq 2 ] && grep -q 'GEMMAEMBED_DIM' u.err && pass "a bad variable: usage error naming it" ||
+    fail "bad variable" "$(cat u.err)"
+GEMMAEMBED_FAILED_EXIT=0 "$BIN" "${M[@]}" in.jsonl >fx.jsonl
+rc=$?
+[ $rc -eq 0 ] && grep -q '"error"' fx.jsonl && pass "GEMMAEMBED_FAILED_EXIT=0: exit 0, the error record inline" ||
+    fail "failed-exit" "exit $rc"
+"$BIN" "${M[@]}" --failed-exit 3 in.jsonl >/dev/null
+[ $? -eq 3 ] && pass "--failed-exit 3" || fail "--failed-exit 3" "another status"
+split -l 3 in.jsonl piece.
+"$BIN" "${M[@]}" piece.* -o pieces.npy --errors /dev/null
+[ "$(ls piece.* | wc -l)" -eq 20 ] && cmp -s pieces.npy float32.768.npy &&
+    pass "20 input files (the path check once held 16 uses)" || fail "20 input files" "differ"
+
 # ---- usage errors ----------------------------------------------------------------------------
 "$PY" - <<'EOF'
 import numpy as np
