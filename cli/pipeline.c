@@ -307,6 +307,7 @@ static bool fill_request(pipe_t *P, slot *g, size_t *n, const ge_rec *r, unsigne
     *n = msg[0] ? 1 : q->n;
     char *id = malloc(r->id_len + 32);
     bool ok = id != NULL;
+    size_t filled = 0;
     for (size_t j = 0; ok && j < *n; j++) {
         if (!msg[0]) {
             one.text = q->texts[j], one.text_len = q->lens[j];
@@ -315,23 +316,23 @@ static bool fill_request(pipe_t *P, slot *g, size_t *n, const ge_rec *r, unsigne
                 one.id_len = (size_t)sprintf(id, "[%.*s,%zu]", (int)r->id_len, r->id, j);
             }
         }
-        if (!(ok = fill(&g[j], &one, j + 1 < *n ? index - 1 : index)))
+        if (!(ok = fill(&g[j], &one, j + 1 < *n ? index - 1 : index))) /* fill frees it */
             break;
-        request *rq = g[j].req = calloc(1, sizeof *rq);
-        ok = rq && (rq->custom_id = dup_mem(r->id, r->id_len)) &&
-             (!q->model || (rq->model = dup_mem(q->model, q->model_len)));
-        if (rq)
-            *rq = (request){rq->custom_id, r->id_len, (unsigned)j, (unsigned)*n, q->dim,
-                            q->base64 < 0 ? P->o->base64 : q->base64 == 1, rq->model,
-                            q->model_len};
+        filled++;
         g[j].rec = index;
-        if (!ok)
-            slot_free(&g[j]);
+        request *rq = g[j].req = calloc(1, sizeof *rq);
+        if (!(ok = rq != NULL))
+            break;
+        *rq = (request){.custom_id = dup_mem(r->id, r->id_len), .custom_id_len = r->id_len,
+                        .i = (unsigned)j, .n = (unsigned)*n, .dim = q->dim,
+                        .base64 = q->base64 < 0 ? P->o->base64 : q->base64 == 1,
+                        .model = q->model ? dup_mem(q->model, q->model_len) : NULL,
+                        .model_len = q->model_len};
+        ok = rq->custom_id && (!q->model || rq->model);
     }
     free(id);
-    if (!ok) /* the slots filled so far */
-        for (size_t j = 0; j < *n && g[j].id; j++)
-            slot_free(&g[j]);
+    for (size_t j = 0; !ok && j < filled; j++) /* the slots filled so far */
+        slot_free(&g[j]);
     return ok;
 }
 
