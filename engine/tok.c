@@ -918,6 +918,110 @@ ge_status ge_tok_encode(const ge_tok *t, const char *text, size_t len, bool add_
     return GE_OK;
 }
 
+/* The code point of the (valid) UTF-8 character at u and its length in *cl. */
+static uint32_t decode_cp(const uint8_t *u, size_t *cl)
+{
+    if (u[0] < 0x80)
+        return *cl = 1, u[0];
+    if (u[0] < 0xe0)
+        return *cl = 2, (u[0] & 0x1fu) << 6 | (u[1] & 0x3fu);
+    if (u[0] < 0xf0)
+        return *cl = 3, (u[0] & 0x0fu) << 12 | (u[1] & 0x3fu) << 6 | (u[2] & 0x3fu);
+    return *cl = 4, (u[0] & 0x07u) << 18 | (u[1] & 0x3fu) << 12 | (u[2] & 0x3fu) << 6 |
+                    (u[3] & 0x3fu);
+}
+
+/* The id of the one-character piece of the character at u (cl bytes), or -1. */
+static int32_t char_id(const ge_tok *t, const char *u, size_t cl, uint32_t cp)
+{
+    return cp < 0x10000 ? t->bmp_id[cp] : ge_tok_find(t, u, cl);
+}
+
+/* Does the character at u (cl bytes, code point cp) become <unk> (no piece of its own, and
+ * not all of its bytes have <0xHH> pieces)? */
+static bool char_unknown(const ge_tok *t, const uint8_t *u, size_t cl, uint32_t cp)
+{
+    if (char_id(t, (const char *)u, cl, cp) >= 0)
+        return false;
+    if (cp == SPACE_CP) /* a space falls back to the bytes of U+2581 */
+        u = (const uint8_t *)"\xe2\x96\x81", cl = 3;
+    for (size_t k = 0; k < cl; k++)
+        if (t->byte_id[u[k]] < 0)
+            return true;
+    return false;
+}
+
+/* Is id a <0xHH> byte piece? Its byte into *b. */
+static bool byte_piece(const ge_tok *t, int32_t id, uint8_t *b)
+{
+    const ge_gguf_str *p = &t->pieces[id];
+    if (p->len != 6 || memcmp(p->ptr, "<0x", 3) || p->ptr[5] != '>')
+        return false;
+    *b = (uint8_t)strtoul((char[]){p->ptr[3], p->ptr[4], 0}, NULL, 16);
+    return t->byte_id[*b] == id;
+}
+
+int ge_tok_piece(const ge_tok *t, int32_t id, char *buf, size_t cap)
+{
+    uint8_t b;
+    if (id < 0 || id >= t->n_vocab)
+        return -1;
+    if (byte_piece(t, id, &b)) {
+        if (cap < 1)
+            return -1;
+        buf[0] = (char)b;
+        return 1;
+    }
+    const ge_gguf_str *p = &t->pieces[id];
+    if (p->len > cap)
+        return -1;
+    memcpy(buf, p->ptr, p->len);
+    return (int)p->len;
+}
+
+ge_status ge_tok_spans(const ge_tok *t, const char *text, size_t len, const int32_t *ids,
+                       size_t n, size_t *ends, bool *mid)
+{
+    size_t at = 0, used = 0; /* the character at text[at], of which `used` normalised bytes
+                              * are spent (a space is the 3 bytes of U+2581) */
+    for (size_t i = 0; i < n; i++) {
+        const int32_t id = ids[i];
+        size_t ml;
+        if (used == 0 && at < len && special_at(t, text + at, len - at, &ml) == id) {
+            at += ml; /* a special token: its own bytes, no space replacement */
+        } else if (id == t->unk) { /* fused unknown characters */
+            for (;;) {
+                size_t cl;
+                decode_cp((const uint8_t *)text + at, &cl);
+                at += cl;
+                if (at >= len)
+                    break;
+                uint32_t cp = decode_cp((const uint8_t *)text + at, &cl);
+                if (!char_unknown(t, (const uint8_t *)text + at, cl, cp == ' ' ? SPACE_CP : cp))
+                    break;
+            }
+            used = 0;
+        } else { /* its piece's bytes (one for a <0xHH> piece) against the normalised text */
+            uint8_t byte;
+            size_t k = byte_piece(t, id, &byte) ? 1 : (size_t)t->pieces[id].len;
+            while (k > 0 && at < len) {
+                size_t cl;
+                decode_cp((const uint8_t *)text + at, &cl);
+                const size_t norm = text[at] == ' ' ? 3 : cl, take = norm - used < k ? norm - used : k;
+                used += take, k -= take;
+                if (used == norm)
+                    at += cl, used = 0;
+            }
+        }
+        if (at > len)
+            return GE_E_INTERNAL;
+        ends[i] = at;
+        if (mid)
+            mid[i] = used != 0;
+    }
+    return at == len && used == 0 ? GE_OK : GE_E_INTERNAL;
+}
+
 size_t ge_tok_find_placeholder(const ge_tok *t, const int32_t *ids, size_t n, const char **piece)
 {
     for (size_t i = 0; i < n; i++)

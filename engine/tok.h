@@ -30,6 +30,15 @@ int32_t ge_tok_find(const ge_tok *t, const char *piece, size_t len);
  * <bos>/<eos> the metadata asks for frame the sequence. */
 ge_status ge_tok_encode(const ge_tok *t, const char *text, size_t len, bool add_special,
                         ge_tokens *out, ge_err *err);
+/* Where each token of text ends: ids[0..n) are ge_tok_encode(text, add_special = false)'s.
+ * ends[i] gets the byte of text after token i; mid[i] (mid may be NULL) is true when that
+ * end falls inside a character (a <0xHH> piece of a character split in bytes), where ends[i]
+ * is the character's start. GE_E_INTERNAL when ids are not text's tokens. */
+ge_status ge_tok_spans(const ge_tok *t, const char *text, size_t len, const int32_t *ids,
+                       size_t n, size_t *ends, bool *mid);
+/* The bytes id stands for (its piece; a <0xHH> piece's one byte) into buf: their count, or
+ * -1 when id is out of range or they do not fit in cap. */
+int ge_tok_piece(const ge_tok *t, int32_t id, char *buf, size_t cap);
 /* The <eos> id when the tokenizer appends one, else -1. */
 int32_t ge_tok_eos_appended(const ge_tok *t);
 /* The index of the first media placeholder id (<|image|>, <|audio|>, <|video|>: the soft

@@ -184,6 +184,57 @@ int main(int argc, char **argv)
     check(mismatches == 0, "heap BPE equals naive BPE on 3000 random strings",
           "%d of %d differ", mismatches, cases);
 
+    /* token spans: each token's piece (U+2581 as a space, <0xHH> as its byte) spells the text
+     * between its end and the previous one; an end inside a character only after a byte piece */
+    const char *more[] = {"<start_of_turn>", "\xe2\x96\x81", "\xf0\x9f\x98\x80 ", "<bos>"};
+    int span_bad = 0, mids = 0;
+    for (int c = 0; c < 3000; c++) {
+        size_t len = 0, parts = next() % 60;
+        for (size_t p = 0; p < parts; p++) {
+            const char *a = next() % 8 ? alpha[next() % na] : more[next() % 4];
+            memcpy(s + len, a, strlen(a));
+            len += strlen(a);
+        }
+        s[len] = 0;
+        encode(t, s, false, &tk);
+        size_t ends[2048];
+        bool mid[2048];
+        if (ge_tok_spans(t, s, len, tk.ids, tk.n, ends, mid) != GE_OK) {
+            if (span_bad++ == 0)
+                printf("spans fail on \"%s\"\n", s);
+            continue;
+        }
+        char spelled[8192];
+        size_t k = 0, from = 0;
+        for (size_t i = 0; i < tk.n; i++) {
+            char piece[64];
+            int pl = ge_tok_piece(t, tk.ids[i], piece, sizeof piece);
+            for (int j = 0; j < pl; j++) /* U+2581 spells a space, but the text's own U+2581 */
+                spelled[k++] = piece[j];
+            mids += mid[i];
+            if (mid[i])
+                continue;
+            /* the text from the last whole-character end to this one, normalised as pieces */
+            char want_s[8192];
+            size_t w = 0;
+            for (size_t b = from; b < ends[i]; b++)
+                if (s[b] == ' ')
+                    memcpy(want_s + w, "\xe2\x96\x81", 3), w += 3;
+                else
+                    want_s[w++] = s[b];
+            if (w != k || memcmp(want_s, spelled, k) != 0) {
+                if (span_bad++ == 0)
+                    printf("span %zu of \"%s\" is wrong\n", i, s);
+                break;
+            }
+            k = 0, from = ends[i];
+        }
+        span_bad += from != len && !span_bad;
+    }
+    check(span_bad == 0 && mids > 0, "token spans spell the text on 3000 random strings "
+          "(specials, U+2581, emoji byte pieces)", "%d wrong, %d mid-character ends", span_bad,
+          mids);
+
     /* long input: O(n log n) */
     size_t big = 200000;
     char *longtext = malloc(big + 1);
