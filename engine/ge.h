@@ -443,6 +443,29 @@ typedef struct {
  * with out unchanged. Appends to out (which starts zeroed or cleared with out->n = 0). */
 ge_status ge_tokenize(const ge_model *m, const char *prefix, const char *text, size_t len,
                       ge_tokens *out, ge_err *err);
+/* ge_tokenize's tokens of prefix+text (with <bos> and <eos>) into out (emptied first), and
+ * for each token i
+ * the byte of the joined string prefix+text where it ends in (*ends)[i] (malloc'd; the <bos>
+ * ends at 0, the <eos> at the string's end) and (*mid)[i], true when that end falls inside a
+ * character (a byte piece). The arrays are freed by the caller. */
+ge_status ge_tokenize_spans(const ge_model *m, const char *prefix, const char *text, size_t len,
+                            ge_tokens *out, size_t **ends, bool **mid, ge_err *err);
+
+/* A passage of a long text (--chunk, --late-chunk): tokens [tok_lo, tok_hi) of the text's
+ * own tokens and the bytes [lo, hi) of the text they cover. */
+typedef struct {
+    size_t tok_lo, tok_hi, lo, hi;
+} ge_passage;
+
+/* The passages of a text of n tokens ending at ends[i] (bytes of text; mid[i]: inside a
+ * character): windows of at most budget tokens, overlapping by overlap tokens, each cut at the
+ * last sentence end in its last tenth, else its last whitespace there, else its last token
+ * end, never inside a character (engine/chunk.c). *out is malloc'd. GE_E_USAGE when overlap
+ * >= budget, GE_E_NOMEM. */
+ge_status ge_chunk_plan(const char *text, size_t len, const size_t *ends, const bool *mid,
+                        size_t n, size_t budget, size_t overlap, ge_passage **out,
+                        size_t *n_out);
+
 /* One part of a record with media, in order: a text, or a media block of n_soft soft tokens
  * (GE_KIND_VIDEO: one frame of a video). */
 typedef struct {

@@ -59,6 +59,43 @@ ge_status ge_tokenize(const ge_model *m, const char *prefix, const char *text, s
                    "a text record cannot hold media placeholders", ph);
 }
 
+ge_status ge_tokenize_spans(const ge_model *m, const char *prefix, const char *text, size_t len,
+                            ge_tokens *out, size_t **ends, bool **mid, ge_err *err)
+{
+    *ends = NULL, *mid = NULL;
+    out->n = 0;
+    ge_status st = ge_tokenize(m, prefix, text, len, out, err);
+    if (st)
+        return st;
+    const size_t pl = prefix ? strlen(prefix) : 0, n = out->n;
+    char *joined = malloc(pl + len + 1);
+    *ends = malloc((n ? n : 1) * sizeof **ends);
+    *mid = calloc(n ? n : 1, sizeof **mid);
+    if (!joined || !*ends || !*mid) {
+        free(joined), free(*ends), free(*mid);
+        *ends = NULL, *mid = NULL;
+        return ge_fail(err, GE_E_NOMEM, "out of memory");
+    }
+    if (pl)
+        memcpy(joined, prefix, pl);
+    memcpy(joined + pl, text, len);
+    /* the framing tokens: <bos> first and <eos> last, when the metadata adds them */
+    const size_t lo = n && ge_tok_bos_prepended(m->tok) >= 0 ? 1 : 0;
+    const size_t hi = n > lo && ge_tok_eos_appended(m->tok) >= 0 ? n - 1 : n;
+    if (lo)
+        (*ends)[0] = 0;
+    if (hi < n)
+        (*ends)[n - 1] = pl + len;
+    st = ge_tok_spans(m->tok, joined, pl + len, out->ids + lo, hi - lo, *ends + lo, *mid + lo);
+    free(joined);
+    if (st) {
+        free(*ends), free(*mid);
+        *ends = NULL, *mid = NULL;
+        return ge_fail(err, GE_E_INTERNAL, "the tokens do not spell the text");
+    }
+    return GE_OK;
+}
+
 static ge_status push_id(ge_tokens *t, int32_t id, ge_err *err)
 {
     if (t->n == t->cap) {

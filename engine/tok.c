@@ -175,6 +175,8 @@ static inline const merge_slot *merge_find(const ge_tok *t, int32_t a, int32_t b
 }
 
 int ge_tok_vocab_size(const ge_tok *t) { return t->n_vocab; }
+int32_t ge_tok_bos_prepended(const ge_tok *t) { return t->add_bos ? t->bos : -1; }
+
 int32_t ge_tok_eos_appended(const ge_tok *t) { return t->add_eos ? t->eos : -1; }
 
 /* ---- loading ------------------------------------------------------------------------------ */

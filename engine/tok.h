@@ -39,6 +39,8 @@ ge_status ge_tok_spans(const ge_tok *t, const char *text, size_t len, const int3
 /* The bytes id stands for (its piece; a <0xHH> piece's one byte) into buf: their count, or
  * -1 when id is out of range or they do not fit in cap. */
 int ge_tok_piece(const ge_tok *t, int32_t id, char *buf, size_t cap);
+/* The <bos> id when the tokenizer prepends one, else -1. */
+int32_t ge_tok_bos_prepended(const ge_tok *t);
 /* The <eos> id when the tokenizer appends one, else -1. */
 int32_t ge_tok_eos_appended(const ge_tok *t);
 /* The index of the first media placeholder id (<|image|>, <|audio|>, <|video|>: the soft
