@@ -27,7 +27,24 @@ static bool sentence_end(const char *t, size_t at)
                         !memcmp(t + at - 3, "\xef\xbc\x9f", 3)));
 }
 
-int main(void)
+/* s[0..n) as a JSON string */
+static void put_json(FILE *f, const char *s, size_t n)
+{
+    putc('"', f);
+    for (size_t i = 0; i < n; i++) {
+        const unsigned char c = (unsigned char)s[i];
+        if (c == '"' || c == '\\')
+            fprintf(f, "\\%c", c);
+        else if (c < 0x20)
+            fprintf(f, "\\u%04x", c);
+        else
+            putc(c, f);
+    }
+    putc('"', f);
+}
+
+/* argv[1]: a folder for chunk_cases.jsonl, the cases for tests/chunk_ref_check.py */
+int main(int argc, char **argv)
 {
     ge_model *m;
     ge_err err = {0};
@@ -35,6 +52,9 @@ int main(void)
                "tiny model loads", "%s", err.msg))
         return check_done();
 
+    char path[4200];
+    snprintf(path, sizeof path, "%s/chunk_cases.jsonl", argc > 1 ? argv[1] : ".");
+    FILE *cases = argc > 1 ? fopen(path, "w") : NULL;
     static const char *const words[] = {"alpha", "beta", "gamma.", "delta!", "epsilon",
                                         "\xe6\x97\xa5\xe6\x9c\xac", "\xe3\x80\x82",
                                         "\xf0\x9f\x98\x80", "z\xc3\xa9ta?", "\n", "eta,"};
@@ -70,6 +90,22 @@ int main(void)
             continue;
         }
         multi += np > 1;
+        if (cases && c < 150) {
+            fprintf(cases, "{\"text\": ");
+            put_json(cases, text, len);
+            fprintf(cases, ", \"budget\": %zu, \"overlap\": %zu, \"ends\": [", budget,
+                    overlap);
+            for (size_t i = 0; i < n; i++)
+                fprintf(cases, i ? ", %zu" : "%zu", e[i]);
+            fprintf(cases, "], \"mid\": [");
+            for (size_t i = 0; i < n; i++)
+                fprintf(cases, i ? ", %d" : "%d", md[i]);
+            fprintf(cases, "], \"passages\": [");
+            for (size_t i = 0; i < np; i++)
+                fprintf(cases, "%s[%zu, %zu, %zu, %zu]", i ? ", " : "", p[i].tok_lo,
+                        p[i].tok_hi, p[i].lo, p[i].hi);
+            fprintf(cases, "]}\n");
+        }
         bad_cover += p[0].tok_lo != 0 || p[0].lo != 0 || p[np - 1].tok_hi != n ||
                      p[np - 1].hi != len;
         for (size_t i = 0; i < np; i++) {
@@ -125,6 +161,8 @@ int main(void)
     check(ge_chunk_plan("abc", 3, e1, m1, 3, 4, 1, &p, &np) == GE_OK && np == 1 &&
               p[0].tok_hi == 3, "a text within the budget is one passage", "%zu", np);
     free(p);
+    if (cases)
+        fclose(cases);
     ge_model_free(m);
     return check_done();
 }
