@@ -474,14 +474,14 @@ void ge_opts_help(FILE *f)
             snprintf(head, sizeof head, "    --%s%s%s", r->name, r->arg ? " " : "",
                      r->arg ? r->arg : "");
         fprintf(f, "  %-29s %s\n", head, r->help);
-        char name[64];
-        if (r->env)
-            fprintf(f, "  %-29s (environment: %s)\n", "", env_name(r, name));
         const char *d = r->def;
         if (!d && r->init != 0) /* the value the parser starts from, so they agree */
             snprintf(def, sizeof def, "%g", r->init), d = def;
         if (d)
             fprintf(f, "  %-29s (default: %s)\n", "", d);
+        char name[64];
+        if (r->env)
+            fprintf(f, "  %-29s (environment: %s)\n", "", env_name(r, name));
     }
     fputs("\nEngine switches (each also read from the environment variable shown; a flag\n"
           "wins over the environment; booleans take 1/0, on/off, true/false, yes/no there):\n",
