@@ -28,22 +28,23 @@ awk '/^Dask: each partition of a/ {want = 1} want && /^```python$/ {on = 1; next
      on && /^```$/ {exit} on {print}' "$ROOT/README.md" >dask_embed.py
 grep -q 'map_partitions(embed)' dask_embed.py && pass "the README's Dask example found" ||
     fail "Dask example" "$(cat dask_embed.py)"
-# 5000 records (about 3 MB: three partitions) with their own ids (each partition is its own stdin, so line numbers and the
-# messages that name them restart: the records that fail are left for the other tests)
+# 800 records (about 190 kB: three partitions of 64 kB) with their own ids (each partition is its
+# own stdin, so line numbers and the messages that name them restart: the records that fail
+# are left for the other tests)
 "$PY" - <<'EOF'
 import json, random
 r = random.Random(11)
 words = "alpha beta gamma delta epsilon zeta eta theta iota kappa lambda mu".split()
 with open("corpus.jsonl", "w") as f:
-    for i in range(5000):
-        f.write(json.dumps({"id": "d%d" % i, "text": " ".join(r.choice(words) for _ in range(r.randint(40, 120)))}) + "\n")
+    for i in range(800):
+        f.write(json.dumps({"id": "d%d" % i, "text": " ".join(r.choice(words) for _ in range(r.randint(20, 80)))}) + "\n")
 EOF
 mkdir bin && ln -s "$BIN" bin/gemmaembed
 export PATH=$T/bin:$PATH GEMMAEMBED_MODEL=$MODEL
 gemmaembed -q corpus.jsonl -o one.jsonl
-timeout 300 "$PY" dask_embed.py corpus.jsonl vectors.jsonl >dask.log 2>&1
+timeout 300 "$PY" dask_embed.py corpus.jsonl vectors.jsonl 64kB >dask.log 2>&1
 rc=$?
-parts=$("$PY" -c "import dask.bag as db; print(db.read_text('corpus.jsonl', blocksize='1MB').npartitions)")
+parts=$("$PY" -c "import dask.bag as db; print(db.read_text('corpus.jsonl', blocksize='64kB').npartitions)")
 [ $rc -eq 0 ] && [ "$parts" -gt 1 ] && cmp -s vectors.jsonl one.jsonl &&
     pass "dask: $parts partitions on a LocalCluster = one run, byte for byte" ||
     fail "dask" "exit $rc, $parts partitions: $(tail -c 400 dask.log; cmp vectors.jsonl one.jsonl 2>&1)"
