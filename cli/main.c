@@ -123,6 +123,9 @@ static ge_status fingerprint(const ge_opts *o, const char *prefix, ge_fingerprin
     static const char *const input[] = {"auto", "jsonl", "lines", "files"};
     ge_fp_add(fp, "input", "%s", input[o->input]);
     ge_fp_add(fp, "truncate", "%s", o->truncate ? "on" : "off");
+    if (o->chunk) /* a field of its own: outputs from before it existed still resume */
+        ge_fp_add(fp, "chunk", "%s %u:%u", o->late_chunk ? "late" : "plain", o->chunk,
+                  o->chunk_overlap);
     ge_fp_add(fp, "image-tokens", "%d", o->image_tokens);
     ge_fp_add(fp, "audio-max-seconds", "%.17g", o->audio_max_seconds);
     ge_fp_add(fp, "video-fps", "%.17g", o->video_fps);
@@ -294,6 +297,9 @@ int main(int argc, char **argv)
                             ge_prec_name(o.precision));
     if (o.calibration && !ge_prec_calibrated(o.precision))
         return ge_say_usage("--calibration applies to --precision int8 and uint8 only");
+    if (o.chunk && oc.format == GE_FMT_OPENAI)
+        return ge_say_usage("--format openai-batch answers a request with a vector per input: "
+                            "it cannot hold passages (--%schunk)", o.late_chunk ? "late-" : "");
     if (o.cache && o.tokenize)
         return ge_say_usage("--cache keeps vectors: it does not apply to --tokenize");
     if (o.write_calibration && o.resume)

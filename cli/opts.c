@@ -65,6 +65,8 @@ typedef struct {
 
 static ge_status set_mmproj(ge_opts *o, const char *arg, ge_err *err);
 static ge_status set_shard(ge_opts *o, const char *arg, ge_err *err);
+static ge_status set_chunk(ge_opts *o, const char *arg, ge_err *err);
+static ge_status set_late_chunk(ge_opts *o, const char *arg, ge_err *err);
 
 static const opt_row OPTS[] = {
     {"model", 'm', "PATH", "$GEMMAEMBED_MODEL",
@@ -115,6 +117,14 @@ static const opt_row OPTS[] = {
      AT(prefix), .env = true},
     {"truncate", 0, NULL, NULL, "cut over-long records instead of failing them",
      .kind = K_FLAG, AT(truncate), .env = true},
+    {"chunk", 0, "N[:OVERLAP]", NULL,
+     "split texts over N tokens into passages of at most N (framing included), each "
+     "embedded alone; a row per passage with chunk, chunks, start, end", .kind = K_CALL,
+     .call = set_chunk, .env = true},
+    {"late-chunk", 0, "N[:OVERLAP]", NULL,
+     "the same passages, each the mean of its tokens from one pass over the whole text "
+     "(windows of the context for longer texts)", .kind = K_CALL, .call = set_late_chunk,
+     .env = true},
     {"tokenize", 0, NULL, NULL, "print token ids instead of embeddings (jsonl)", .kind = K_FLAG,
      AT(tokenize)},
     {"errors", 0, "PATH", "inline for jsonl, stderr for npy/f32/npz", "where error records go",
@@ -178,6 +188,40 @@ static bool parse_ull(const char *s, unsigned long long *v)
     errno = 0;
     *v = strtoull(s, &end, 10);
     return errno == 0 && *end == '\0';
+}
+
+/* --chunk / --late-chunk N[:OVERLAP] (the model's context bounds N: main.c) */
+static ge_status parse_chunk(ge_opts *o, const char *flag, const char *arg, bool late,
+                             ge_err *err)
+{
+    char head[32];
+    const char *colon = strchr(arg, ':');
+    const size_t k = colon ? (size_t)(colon - arg) : strlen(arg);
+    unsigned long long n, ov = 0;
+    if (k >= sizeof head)
+        return ge_fail(err, GE_E_USAGE, "%s: '%s' is not N or N:OVERLAP", flag, arg);
+    memcpy(head, arg, k);
+    head[k] = 0;
+    if (!parse_ull(head, &n) || n == 0 || n > 1000000 || (colon && !parse_ull(colon + 1, &ov)))
+        return ge_fail(err, GE_E_USAGE, "%s: '%s' is not N or N:OVERLAP (token counts, N "
+                       "from 1)", flag, arg);
+    if (ov >= n)
+        return ge_fail(err, GE_E_USAGE, "%s: an overlap of %llu tokens leaves nothing new in "
+                       "passages of %llu (it must be less than N)", flag, ov, n);
+    if (o->chunk && o->late_chunk != late)
+        return ge_fail(err, GE_E_USAGE, "--chunk and --late-chunk cannot be used together");
+    o->chunk = (unsigned)n, o->chunk_overlap = (unsigned)ov, o->late_chunk = late;
+    return GE_OK;
+}
+
+static ge_status set_chunk(ge_opts *o, const char *arg, ge_err *err)
+{
+    return parse_chunk(o, "--chunk", arg, false, err);
+}
+
+static ge_status set_late_chunk(ge_opts *o, const char *arg, ge_err *err)
+{
+    return parse_chunk(o, "--late-chunk", arg, true, err);
 }
 
 /* --shard I/N */
@@ -449,6 +493,9 @@ ge_status ge_opts_parse(int argc, char **argv, ge_opts *o, ge_err *err)
         return GE_OK;
     if (o->prompt && o->prefix)
         return ge_fail(err, GE_E_USAGE, "--prompt and --prefix cannot be used together");
+    if (o->chunk && o->truncate)
+        return ge_fail(err, GE_E_USAGE, "--truncate cannot be used with --%schunk: long texts "
+                       "are split into passages, not cut", o->late_chunk ? "late-" : "");
     /* checks that depend on the output format are in main.c, once it is known */
     return GE_OK;
 }

@@ -36,6 +36,9 @@ typedef struct {
     const char *prompt;     /* --prompt NAME (not yet resolved) */
     const char *prefix;     /* --prefix STR */
     bool truncate, tokenize, quiet;
+    unsigned chunk;         /* --chunk / --late-chunk N: passage size in tokens; 0: off */
+    unsigned chunk_overlap; /* their :OVERLAP */
+    bool late_chunk;        /* --late-chunk: pool passages from one pass over the text */
     bool resume;            /* --resume */
     bool progress;          /* --progress (wins over --quiet for the progress line) */
     unsigned long long shard_i, shard_n; /* --shard i/n; n == 0: no sharding */

@@ -162,12 +162,31 @@ static ge_status error_to_file(ge_out *o, const ge_row *r, const char *code, con
     return put_error(o, o->errf, o->errf_name, r->id, r->id_len, code, msg, err);
 }
 
+/* A passage's fields after its id (jsonl rows, id lines). */
+static void put_chunk(FILE *f, const ge_row_chunk *c)
+{
+    fprintf(f, ",\"chunk\":%zu,\"chunks\":%zu,\"start\":%zu,\"end\":%zu", c->chunk, c->chunks,
+            c->start, c->end);
+}
+
+/* A row's line of the ids sidecar (and of an npz's ids): its raw id, or its passage's object. */
+static void put_id(FILE *f, const ge_row *r)
+{
+    if (r->chunk)
+        fputs("{\"id\":", f);
+    fwrite(r->id, 1, r->id_len, f);
+    if (r->chunk) {
+        put_chunk(f, r->chunk);
+        putc('}', f);
+    }
+    putc('\n', f);
+}
+
 static ge_status put_id_line(ge_out *o, const ge_row *r, ge_err *err)
 {
     if (!o->ids)
         return GE_OK;
-    fwrite(r->id, 1, r->id_len, o->ids);
-    putc('\n', o->ids);
+    put_id(o->ids, r);
     return check(o->ids, o->ids_name, err);
 }
 
@@ -311,6 +330,8 @@ static ge_status jsonl_row(ge_out *o, const ge_row *r, ge_err *err)
         return raw_line(o, r, err);
     fputs("{\"id\":", f);
     fwrite(r->id, 1, r->id_len, f);
+    if (r->chunk)
+        put_chunk(f, r->chunk);
     if (r->truncated)
         fprintf(f, ",\"truncated\":true,\"n_tokens\":%zu", r->orig_tokens);
     if (o->cfg.tokenize) {
@@ -607,9 +628,11 @@ static ge_status npz_row(ge_out *o, const ge_row *r, ge_err *err)
     size_t nb = o->row_bytes;
     fwrite(o->bytes, 1, nb, o->npz_data);
     o->npz_crc = crc32(o->npz_crc, o->bytes, (uInt)nb);
-    fwrite(r->id, 1, r->id_len, o->npz_ids);
-    putc('\n', o->npz_ids);
+    const long before = ftell(o->npz_ids);
+    put_id(o->npz_ids, r);
     size_t cp = utf8_count(r->id, r->id_len);
+    if (r->chunk) /* the object's length in code points: the id's and the ASCII around it */
+        cp += (size_t)(ftell(o->npz_ids) - before - 1) - r->id_len;
     if (cp > o->npz_id_max)
         o->npz_id_max = cp;
     o->rows++;
@@ -1486,7 +1509,8 @@ void ge_out_mark_complete(ge_out *o) { o->complete = true; }
 /* After a record's last row or error: its units into the records map. */
 static ge_status record_end(ge_out *o, const ge_row *r, ge_err *err)
 {
-    if (!o->recs || (r->req && r->req->i + 1 < r->req->n))
+    if (!o->recs || (r->req && r->req->i + 1 < r->req->n) ||
+        (r->chunk && r->chunk->chunk + 1 < r->chunk->chunks))
         return GE_OK;
     fprintf(o->recs, "%llu\n", o->units - o->rec_units);
     o->rec_units = o->units;

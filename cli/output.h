@@ -27,7 +27,8 @@
  * elsewhere). gemmaembed merge interleaves the shards by it. On resume it is cut back to the
  * checkpoint's records (their count follows from it; the state file does not record it).
  *
- * The ids sidecar (PATH.ids.jsonl, or --ids) has one line per row, the raw id. Error records
+ * The ids sidecar (PATH.ids.jsonl, or --ids) has one line per row, the raw id (a passage's
+ * row: {"id":<raw>,"chunk":K,"chunks":N,"start":S,"end":E}, as jsonl rows carry it). Error records
  * ({"id":<raw>,"error":{"code":...,"message":...}}) go inline for jsonl and to the errors
  * file (--errors, default stderr) for binary formats; with --errors they always go there.
  * Writers never print messages: failures come back as GE_E_IO (write failed) or GE_E_USAGE
@@ -97,6 +98,12 @@ typedef struct {
     size_t model_len;
 } ge_row_request;
 
+/* The passage a row holds (--chunk, --late-chunk): chunk of chunks, code points [start, end)
+ * of the record's text. */
+typedef struct {
+    size_t chunk, chunks, start, end;
+} ge_row_chunk;
+
 typedef struct {
     const char *id;         /* raw JSON id bytes */
     size_t id_len;
@@ -109,6 +116,7 @@ typedef struct {
     int dim;                /* values in vec; 0: the output's dim */
     unsigned long long index; /* the record's 1-based input index (openai-batch ids) */
     const ge_row_request *req; /* the OpenAI request it answers, or NULL */
+    const ge_row_chunk *chunk; /* its passage, or NULL; the record ends with its last */
     const char *raw;        /* gemmaembed merge: the row as written already (a jsonl or
                                openai-batch line without its newline, or row_bytes bytes) */
     size_t raw_len;

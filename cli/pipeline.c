@@ -60,6 +60,23 @@ typedef struct {
     size_t model_len;
 } request;
 
+/* --chunk / --late-chunk: a passage of a text record, pooled over tokens [lo, hi) of one of
+ * the record's sequences (--chunk: a sequence per passage, pooled whole; --late-chunk: a
+ * window of the text per sequence, pooled over the spans of the passages it holds). */
+typedef struct {
+    ge_row_chunk at;          /* chunk of chunks, code points [start, end) of the text */
+    size_t seq, lo, hi;
+    unsigned char key[GE_CACHE_KEY]; /* --cache: its content key */
+    bool keyed, cached;
+    float *vec, *full;        /* [dim]; --cache: [model_dim] before --dim, to store */
+} passage;
+
+typedef struct {
+    int32_t *ids;
+    size_t n;
+    bool run;                 /* some passage pooled from it is not cached */
+} sequence;
+
 typedef struct {
     int state;
     unsigned long long index; /* input records consumed through this one (checkpoints; a
@@ -86,6 +103,13 @@ typedef struct {
     size_t n_items;
     float *rows;              /* [n_rows][hidden]: its media soft tokens, in sequence order */
     size_t n_rows;
+    /* --chunk / --late-chunk: a text record's passages and sequences (n_tokens: the tokens of
+     * the sequences to run); a record with media is one passage, its text's code points */
+    passage *pass;
+    size_t n_pass;
+    sequence *seqs;
+    size_t n_seqs;
+    size_t text_cp;
 } slot;
 
 typedef struct {
@@ -136,6 +160,11 @@ static void slot_free(slot *s)
         free(s->items[i].data), free(s->items[i].file), ge_item_free(&s->items[i].m);
     }
     free(s->items);
+    for (size_t i = 0; i < s->n_pass; i++)
+        free(s->pass[i].vec), free(s->pass[i].full);
+    for (size_t i = 0; i < s->n_seqs; i++)
+        free(s->seqs[i].ids);
+    free(s->pass), free(s->seqs);
     memset(s, 0, sizeof *s);
 }
 
@@ -640,6 +669,11 @@ static void decode_record(pipe_t *P, slot *s, ge_tokens *toks)
         /* the plan's counts, before any tower runs */
         st = media_too_long(P, s, s->n_items, toks->n, false, &e);
         code = "too_long";
+    } else if (!st && P->o->chunk && toks->n > P->o->chunk && !P->o->tokenize) {
+        st = ge_fail(&e, GE_E_INPUT, "a record with media is not split into passages: %zu "
+                     "tokens (%zu of them media), over the passage size %u", toks->n,
+                     b.used - 2, P->o->chunk);
+        code = "too_long";
     }
     if (!st) {
         s->n_tokens = s->orig_tokens = toks->n;
@@ -812,6 +846,223 @@ static void dedup_take(pipe_t *P, slot *s)
     pthread_mutex_unlock(&P->dmu);
 }
 
+/* ---- passages (--chunk, --late-chunk; docs/model.md 2.6) ------------------------------------ */
+
+static size_t code_points(const char *t, size_t n)
+{
+    size_t k = 0;
+    for (size_t i = 0; i < n; i++)
+        k += ((unsigned char)t[i] & 0xC0) != 0x80;
+    return k;
+}
+
+/* The code points of a record's text (a record with media: of its text items). */
+static size_t record_code_points(const slot *s)
+{
+    size_t k = s->n_items ? 0 : code_points(s->text, s->text_len);
+    for (size_t i = 0; i < s->n_items; i++)
+        if (s->items[i].m.kind == GE_KIND_TEXT)
+            k += code_points(s->items[i].data, s->items[i].len);
+    return k;
+}
+
+/* --cache: a passage's content key, and its vector when the cache has it. --chunk: the key
+ * of a record of just the passage's text (the same sequence, so the same vector);
+ * --late-chunk: the whole text and where the passage lies in which window of it. */
+static void passage_lookup(pipe_t *P, slot *s, passage *p, const char *prefix,
+                           const ge_passage *at, const ge_window *w)
+{
+    ge_cache_keyer k;
+    ge_cache_key_begin(P->c->cache, &k);
+    ge_cache_key_part(&k, 'P', prefix ? prefix : "", prefix ? strlen(prefix) : 0);
+    if (!w) {
+        ge_cache_key_part(&k, 'T', s->text + at->lo, at->hi - at->lo);
+    } else {
+        char where[100];
+        int n = snprintf(where, sizeof where, "%zu %zu %zu %zu", w->lo, w->hi, p->lo, p->hi);
+        ge_cache_key_part(&k, 'T', s->text, s->text_len);
+        ge_cache_key_part(&k, 'L', where, (size_t)n);
+    }
+    ge_cache_key_end(&k, p->key);
+    p->keyed = true;
+    float *full = malloc((size_t)P->model_dim * sizeof *full);
+    ge_cache_counts c;
+    if (full && ge_cache_get(P->c->cache, p->key, full, &c) && (p->vec = cut(P, s, full)))
+        p->cached = true;
+    free(full);
+}
+
+/* --chunk: each passage's own sequence, prefix + its text tokenized as a record of its own.
+ * false (nothing kept) when one is longer than n_max: the plan must leave more room. */
+static ge_status passage_sequences(pipe_t *P, slot *s, const char *prefix, const ge_passage *pl,
+                                   size_t np, size_t n_max, bool *fits, ge_err *e)
+{
+    ge_tokens t = {0};
+    ge_status st = GE_OK;
+    *fits = true;
+    for (size_t i = 0; !st && *fits && i < np; i++) {
+        t.n = 0;
+        st = ge_tokenize(P->c->model, prefix, s->text + pl[i].lo, pl[i].hi - pl[i].lo, &t, e);
+        *fits = t.n <= n_max;
+        if (!st && *fits && !(s->seqs[i].ids = malloc(t.n * sizeof *t.ids)))
+            st = ge_fail(e, GE_E_NOMEM, "out of memory");
+        if (!st && *fits) {
+            memcpy(s->seqs[i].ids, t.ids, t.n * sizeof *t.ids);
+            s->seqs[i].n = t.n;
+            s->pass[i].seq = i, s->pass[i].lo = 0, s->pass[i].hi = t.n;
+        }
+    }
+    ge_tokens_free(&t);
+    return st;
+}
+
+/* --late-chunk: the windows of the text's tokens ids[head, tail) (framed as the record is:
+ * ids[0, head) before, ids[tail, n) after) and each passage's span in its window. */
+static ge_status window_sequences(pipe_t *P, slot *s, const ge_tokens *toks, size_t head,
+                                  size_t tail, const ge_passage *pl, size_t np, ge_window **win,
+                                  ge_err *e)
+{
+    const size_t n = toks->n, frame = n - (tail - head);
+    size_t nw, *win_of = malloc(np * sizeof *win_of);
+    if (!win_of || ge_chunk_windows(tail - head, P->max_tokens - frame, pl, np, win, &nw,
+                                    win_of))
+        return free(win_of), ge_fail(e, GE_E_NOMEM, "out of memory");
+    sequence *q = calloc(nw, sizeof *q);
+    ge_status st = q ? GE_OK : ge_fail(e, GE_E_NOMEM, "out of memory");
+    for (size_t j = 0; !st && j < nw; j++) {
+        const ge_window *w = &(*win)[j];
+        q[j].n = frame + w->hi - w->lo;
+        if (!(q[j].ids = malloc(q[j].n * sizeof *q[j].ids))) {
+            st = ge_fail(e, GE_E_NOMEM, "out of memory");
+            break;
+        }
+        memcpy(q[j].ids, toks->ids, head * sizeof *q[j].ids);
+        memcpy(q[j].ids + head, toks->ids + head + w->lo, (w->hi - w->lo) * sizeof *q[j].ids);
+        memcpy(q[j].ids + head + w->hi - w->lo, toks->ids + tail, (n - tail) * sizeof *q->ids);
+    }
+    s->seqs = q, s->n_seqs = q ? nw : 0;
+    for (size_t i = 0; !st && i < np; i++) {
+        const ge_window *w = &(*win)[win_of[i]];
+        passage *p = &s->pass[i];
+        p->seq = win_of[i];
+        p->lo = head + pl[i].tok_lo - w->lo, p->hi = head + pl[i].tok_hi - w->lo;
+        if (p->lo == p->hi) /* an empty text: its one passage pools the whole sequence */
+            p->lo = 0, p->hi = q[p->seq].n;
+    }
+    free(win_of);
+    return st;
+}
+
+/* A text record under --chunk / --late-chunk: its passages, the sequences to run for them
+ * and, with --cache, the vectors it has already (or an error record). Returns the bytes it
+ * added to the slot. */
+static size_t chunk_record(pipe_t *P, slot *s, ge_tokens *toks)
+{
+    const ge_opts *o = P->o;
+    ge_err e = {0};
+    const char *prefix = s->prefix ? s->prefix : P->c->prefix;
+    prefix = prefix && *prefix ? prefix : NULL;
+    const size_t plen = prefix ? strlen(prefix) : 0, N = o->chunk;
+    size_t *ends = NULL, bos, eos, np = 0;
+    bool *mid = NULL;
+    ge_passage *pl = NULL;
+    ge_window *win = NULL;
+    const double t0 = ge_now();
+    ge_status st = ge_tokenize_spans(P->c->model, prefix, s->text, s->text_len, toks, &ends,
+                                     &mid, &e);
+    const size_t n = toks->n;
+    ge_tokens_frame(P->c->model, &bos, &eos);
+    /* the text's own tokens [head, tail): those that end past the prefix, before <eos> */
+    size_t head = bos, tail = n - eos;
+    while (!st && head < tail && ends[head] <= plen)
+        head++;
+    const size_t frame = n - (tail - head);
+    const char *code = NULL;
+    if (!st && n > N && frame >= N) {
+        code = "too_long";
+        st = ge_fail(&e, GE_E_INPUT, "the prompt and <bos>/<eos> take %zu tokens: passages of "
+                     "%zu leave no room for the text (%zu tokens)", frame, N, tail - head);
+    }
+    for (size_t i = head; !st && i < tail; i++)
+        ends[i] -= plen;
+    /* --chunk tokenizes each passage again as a record of its own, which can come out a
+     * token or two longer at its ends: plan again with less room until every one fits */
+    for (size_t room = N - frame; !st;) {
+        free(pl), pl = NULL;
+        if (n <= N) {
+            if ((pl = malloc(sizeof *pl)))
+                pl[0] = (ge_passage){0, tail - head, 0, s->text_len}, np = 1;
+        } else {
+            const size_t overlap = o->chunk_overlap < room ? o->chunk_overlap : room - 1;
+            st = ge_chunk_plan(s->text, s->text_len, ends + head, mid + head, tail - head,
+                               room, overlap, &pl, &np);
+        }
+        s->pass = pl ? calloc(np, sizeof *s->pass) : NULL;
+        if (!st && !s->pass)
+            st = ge_fail(&e, GE_E_NOMEM, "out of memory");
+        if (st || o->late_chunk)
+            break;
+        if (n <= N) { /* one passage: the record itself */
+            if (!(s->seqs = calloc(1, sizeof *s->seqs)) ||
+                !(s->seqs[0].ids = malloc(n * sizeof *toks->ids))) {
+                st = ge_fail(&e, GE_E_NOMEM, "out of memory");
+                break;
+            }
+            memcpy(s->seqs[0].ids, toks->ids, n * sizeof *toks->ids);
+            s->seqs[0].n = n, s->n_seqs = 1;
+            s->pass[0] = (passage){.seq = 0, .lo = 0, .hi = n};
+            break;
+        }
+        bool fits = true;
+        if (!(s->seqs = calloc(np, sizeof *s->seqs)))
+            st = ge_fail(&e, GE_E_NOMEM, "out of memory");
+        else
+            s->n_seqs = np, st = passage_sequences(P, s, prefix, pl, np, N, &fits, &e);
+        if (st || fits)
+            break;
+        for (size_t i = 0; i < s->n_seqs; i++)
+            free(s->seqs[i].ids);
+        free(s->seqs), free(s->pass);
+        s->seqs = NULL, s->pass = NULL, s->n_seqs = 0;
+        if (--room == 0) {
+            code = "too_long";
+            st = ge_fail(&e, GE_E_INPUT, "no passage of %zu tokens fits the text with its "
+                         "prompt", N);
+        }
+    }
+    if (!st && o->late_chunk)
+        st = window_sequences(P, s, toks, head, tail, pl, np, &win, &e);
+    P->times.tokenize += ge_now() - t0;
+    size_t bytes = 0;
+    if (!st) {
+        s->n_pass = np;
+        size_t lo = 0, lo_cp = 0, hi = 0, hi_cp = 0; /* code points counted so far */
+        for (size_t i = 0; i < np; i++) {
+            passage *p = &s->pass[i];
+            lo_cp += code_points(s->text + lo, pl[i].lo - lo), lo = pl[i].lo;
+            hi_cp += code_points(s->text + hi, pl[i].hi - hi), hi = pl[i].hi;
+            p->at = (ge_row_chunk){i, np, lo_cp, hi_cp};
+            if (P->c->cache)
+                passage_lookup(P, s, p, prefix, &pl[i], o->late_chunk ? &win[p->seq] : NULL);
+            s->seqs[p->seq].run |= !p->cached;
+            bytes += 2 * (size_t)P->model_dim * sizeof(float);
+        }
+        s->cached = true;
+        for (size_t j = 0; j < s->n_seqs; j++) {
+            s->n_tokens += s->seqs[j].run ? s->seqs[j].n : 0;
+            s->cached &= !s->seqs[j].run;
+            bytes += s->seqs[j].n * sizeof(int32_t);
+        }
+        s->orig_tokens = n;
+    } else {
+        fail_record(s, code ? code : ge_status_name(st), e.msg);
+    }
+    free(ends), free(mid), free(pl), free(win);
+    free(s->text), free(s->prefix);
+    s->text = s->prefix = NULL;
+    return bytes;
+}
+
 /* Does the record go through the towers and the encoder? */
 static bool needs_model(const slot *s) { return !s->err_code && !s->cached && !s->dup; }
 
@@ -836,9 +1087,15 @@ static void *worker_main(void *v)
         size_t grown = 0; /* decoded images and clips: charged to the byte budget */
         for (unsigned long long q = first; q < first + n; q++) {
             slot *s = at(P, q);
-            if (s->err_code || (P->c->cache && cache_hit(P, s)))
+            const bool passages = P->o->chunk && !s->n_items && !s->err_code;
+            if (P->o->chunk && !s->err_code)
+                s->text_cp = record_code_points(s);
+            if (s->err_code || (P->c->cache && !passages && cache_hit(P, s)))
                 continue;
-            if (!s->n_items) {
+            if (passages) {
+                size_t b = chunk_record(P, s, &toks);
+                s->bytes += b, grown += b;
+            } else if (!s->n_items) {
                 tokenize(P, s, &toks);
             } else {
                 decode_record(P, s, &toks);
@@ -863,9 +1120,13 @@ static void *worker_main(void *v)
 
 /* ---- tower ------------------------------------------------------------------------------ */
 
+/* One sequence for the encoder: a record's tokens (sub == WHOLE), or sequence sub of a
+ * record's passages. */
+#define WHOLE SIZE_MAX
 typedef struct {
     size_t len;
     unsigned long long seq;
+    size_t sub;
 } job;
 
 static int longest_first(const void *a, const void *b)
@@ -873,44 +1134,117 @@ static int longest_first(const void *a, const void *b)
     const job *x = a, *y = b;
     if (x->len != y->len)
         return x->len > y->len ? -1 : 1;
-    return x->seq < y->seq ? -1 : x->seq > y->seq;
+    if (x->seq != y->seq)
+        return x->seq < y->seq ? -1 : 1;
+    return x->sub < y->sub ? -1 : x->sub > y->sub;
 }
 
-/* Embed the records of one wave (already checked to fit); a failed wave is redone record by
- * record so that the error lands on the record that caused it. */
+/* The jobs of record seq into out (NULL: only count them): its sequences still to run. */
+static size_t record_jobs(pipe_t *P, unsigned long long seq, job *out)
+{
+    const slot *s = at(P, seq);
+    if (!s->seqs) {
+        if (out)
+            out[0] = (job){s->n_tokens, seq, WHOLE};
+        return 1;
+    }
+    size_t k = 0;
+    for (size_t j = 0; j < s->n_seqs; j++)
+        if (s->seqs[j].run) {
+            if (out)
+                out[k] = (job){s->seqs[j].n, seq, j};
+            k++;
+        }
+    return k;
+}
+
+/* The spans job j pools, as sequence i of a batch, into out (NULL: only count them). */
+static size_t job_spans(pipe_t *P, const job *j, size_t i, ge_span *out)
+{
+    const slot *s = at(P, j->seq);
+    if (j->sub == WHOLE) {
+        if (out)
+            out[0] = (ge_span){i, 0, s->n_tokens};
+        return 1;
+    }
+    size_t k = 0;
+    for (size_t p = 0; p < s->n_pass; p++)
+        if (s->pass[p].seq == j->sub) {
+            if (out)
+                out[k] = (ge_span){i, s->pass[p].lo, s->pass[p].hi};
+            k++;
+        }
+    return k;
+}
+
+/* Keep a model-width vector v (finite) as the row at the record's width, and the full one
+ * when the cache wants it. */
+static ge_status keep_vector(pipe_t *P, const slot *s, float *v, bool keyed, float **vec,
+                             float **full, ge_err *e)
+{
+    for (int k = 0; k < P->model_dim; k++)
+        if (!isfinite(v[k]))
+            return ge_fail(e, GE_E_INTERNAL, "the embedding has non-finite values");
+    const int dim = slot_dim(P, s);
+    if (!(*vec = malloc((size_t)dim * sizeof **vec)))
+        return ge_fail(e, GE_E_NOMEM, "out of memory");
+    if (keyed && (*full = malloc((size_t)P->model_dim * sizeof **full)))
+        memcpy(*full, v, (size_t)P->model_dim * sizeof **full);
+    if (dim < P->model_dim)
+        ge_matryoshka(v, dim);
+    memcpy(*vec, v, (size_t)dim * sizeof **vec);
+    return GE_OK;
+}
+
+/* Embed the sequences of one wave (already checked to fit); a failed wave is redone job by
+ * job so that the error lands on the record that caused it. */
 static void embed_wave(pipe_t *P, const job *w, size_t n, const int32_t **ids, size_t *lens,
-                       ge_media_rows *media, float *vecs)
+                       ge_media_rows *media)
 {
     ge_err e = {0};
+    const size_t md = (size_t)P->model_dim;
+    size_t n_spans = 0, most = 0;
     for (size_t i = 0; i < n; i++) {
         const slot *s = at(P, w[i].seq);
-        ids[i] = s->tokens;
-        lens[i] = s->n_tokens;
-        media[i] = (ge_media_rows){s->rows, s->n_rows};
+        const bool whole = w[i].sub == WHOLE;
+        ids[i] = whole ? s->tokens : s->seqs[w[i].sub].ids;
+        lens[i] = whole ? s->n_tokens : s->seqs[w[i].sub].n;
+        media[i] = whole ? (ge_media_rows){s->rows, s->n_rows} : (ge_media_rows){NULL, 0};
+        const size_t k = job_spans(P, &w[i], i, NULL);
+        n_spans += k, most = k > most ? k : most;
     }
-    ge_status est = ge_embed_batch_media(P->c->model, ids, lens, media, n, vecs, &e);
-    for (size_t i = 0; i < n; i++) {
+    ge_span *spans = malloc((n_spans + most) * sizeof *spans);
+    float *vecs = malloc(n_spans * md * sizeof *vecs);
+    ge_status est = spans && vecs ? GE_OK : ge_fail(&e, GE_E_NOMEM, "out of memory");
+    for (size_t i = 0, j = 0; !est && i < n; i++)
+        j += job_spans(P, &w[i], i, spans + j);
+    if (!est)
+        est = ge_embed_spans(P->c->model, ids, lens, media, n, spans, n_spans, vecs, &e);
+    for (size_t i = 0, j = 0; i < n; i++) {
         slot *s = at(P, w[i].seq);
-        float *v = vecs + i * (size_t)P->model_dim;
-        ge_status st = est ? ge_embed_batch_media(P->c->model, &ids[i], &lens[i], &media[i], 1,
-                                                  v, &e)
-                           : GE_OK;
-        for (int k = 0; !st && k < P->model_dim; k++)
-            if (!isfinite(v[k]))
-                st = ge_fail(&e, GE_E_INTERNAL, "the embedding has non-finite values");
-        const int dim = slot_dim(P, s);
-        if (!st && (s->vec = malloc((size_t)dim * sizeof *s->vec))) {
-            if (s->keyed && (s->full = malloc((size_t)P->model_dim * sizeof *s->full)))
-                memcpy(s->full, v, (size_t)P->model_dim * sizeof *s->full);
-            if (dim < P->model_dim)
-                ge_matryoshka(v, dim);
-            memcpy(s->vec, v, (size_t)dim * sizeof *s->vec);
-            continue;
+        float *v = vecs ? vecs + j * md : NULL;
+        const size_t k = spans ? job_spans(P, &w[i], 0, spans + n_spans) : 0;
+        ge_status st = !spans || !vecs ? est
+                       : est ? ge_embed_spans(P->c->model, &ids[i], &lens[i], &media[i], 1,
+                                              spans + n_spans, k, v, &e)
+                             : GE_OK;
+        j += k;
+        if (!st && w[i].sub == WHOLE) {
+            st = keep_vector(P, s, v, s->keyed, &s->vec, &s->full, &e);
+        } else {
+            for (size_t p = 0, q = 0; !st && p < s->n_pass; p++) {
+                passage *ps = &s->pass[p];
+                if (ps->seq != w[i].sub)
+                    continue;
+                if (!ps->cached)
+                    st = keep_vector(P, s, v + q * md, ps->keyed, &ps->vec, &ps->full, &e);
+                q++;
+            }
         }
-        if (!st)
-            st = ge_fail(&e, GE_E_NOMEM, "out of memory");
-        fail_record(s, ge_status_name(st), e.msg);
+        if (st)
+            fail_record(s, ge_status_name(st), e.msg);
     }
+    free(spans), free(vecs);
 }
 
 /* The soft tokens of a record's images, clips and video frames, in sequence order, into
@@ -979,7 +1313,6 @@ typedef struct {
     const int32_t **ids;
     size_t *lens;
     ge_media_rows *media;
-    float *vecs;
     job *wave;
 } window;
 
@@ -997,11 +1330,11 @@ static void yield_wave(void *ctx)
             continue;
         if (k && tokens + s->n_tokens > P->wave_cap)
             break;
-        W->wave[k++] = (job){s->n_tokens, W->first + i};
+        k += record_jobs(P, W->first + i, W->wave + k);
         tokens += s->n_tokens;
     }
     if (k)
-        embed_wave(P, W->wave, k, W->ids, W->lens, W->media, W->vecs);
+        embed_wave(P, W->wave, k, W->ids, W->lens, W->media);
     W->next = i;
     ge_err err;
     pthread_mutex_lock(&P->mu);
@@ -1019,13 +1352,14 @@ static void yield_wave(void *ctx)
  * tower work. */
 static bool embed_window(pipe_t *P, unsigned long long first, size_t *n_io)
 {
-    size_t n = *n_io;
-    job *jobs = malloc(n * sizeof *jobs);
-    size_t *fill_of = malloc(n * sizeof *fill_of), *bin_of = malloc(n * sizeof *bin_of);
-    window W = {P, first, 0, 0, malloc(n * sizeof *W.ids), malloc(n * sizeof *W.lens),
-                malloc(n * sizeof *W.media), malloc(n * (size_t)P->model_dim * sizeof *W.vecs),
-                malloc(n * sizeof *W.wave)};
-    bool ok = jobs && fill_of && bin_of && W.ids && W.lens && W.media && W.vecs && W.wave;
+    size_t n = *n_io, nj = 0;
+    for (size_t i = 0; i < n; i++)
+        nj += record_jobs(P, first + i, NULL);
+    job *jobs = malloc(nj * sizeof *jobs);
+    size_t *fill_of = malloc(nj * sizeof *fill_of), *bin_of = malloc(nj * sizeof *bin_of);
+    window W = {P, first, 0, 0, malloc(nj * sizeof *W.ids), malloc(nj * sizeof *W.lens),
+                malloc(nj * sizeof *W.media), malloc(nj * sizeof *W.wave)};
+    bool ok = jobs && fill_of && bin_of && W.ids && W.lens && W.media && W.wave;
     size_t m = 0, bins = 0;
     bool media = false;
     /* the media first: their soft tokens go into the sequences */
@@ -1046,7 +1380,7 @@ static bool embed_window(pipe_t *P, unsigned long long first, size_t *n_io)
         ge_model_trim(P->c->model);
     for (size_t i = W.next; ok && i < n; i++)
         if (needs_model(at(P, first + i)))
-            jobs[m++] = (job){at(P, first + i)->n_tokens, first + i};
+            m += record_jobs(P, first + i, jobs + m);
     if (ok && m) {
         qsort(jobs, m, sizeof *jobs, longest_first);
         for (size_t i = 0; i < m; i++) {
@@ -1063,11 +1397,11 @@ static bool embed_window(pipe_t *P, unsigned long long first, size_t *n_io)
             for (size_t i = 0; i < m; i++)
                 if (bin_of[i] == b)
                     W.wave[k++] = jobs[i];
-            embed_wave(P, W.wave, k, W.ids, W.lens, W.media, W.vecs);
+            embed_wave(P, W.wave, k, W.ids, W.lens, W.media);
         }
     }
     free(jobs), free(fill_of), free(bin_of), free(W.ids), free(W.lens), free(W.media);
-    free(W.vecs), free(W.wave);
+    free(W.wave);
     return ok;
 }
 
@@ -1193,10 +1527,30 @@ static bool write_one(pipe_t *P, slot *s, ge_err *err)
                               q->base64, q->model, q->model_len};
         row.req = &rq;
     }
+    const ge_row_chunk whole = {0, 1, 0, s->text_cp}; /* a record with media: one passage */
+    if (o->chunk && !s->pass)
+        row.chunk = &whole;
     if (s->err_code) {
+        row.chunk = NULL;
         P->res.failed++;
         st = ge_out_error(P->c->out, &row, s->err_code, s->err_msg ? s->err_msg : "out of memory",
                           err);
+    } else if (s->pass) {
+        st = GE_OK;
+        for (size_t i = 0; !st && i < s->n_pass; i++) {
+            const passage *p = &s->pass[i];
+            const sequence *q = &s->seqs[p->seq];
+            row.chunk = &p->at;
+            row.vec = p->vec;
+            row.tokens = q->ids + p->lo, row.n_tokens = p->hi - p->lo;
+            st = ge_out_row(P->c->out, &row, err);
+            if (!st && p->full)
+                ge_cache_put(P->c->cache, p->key, p->full,
+                             (ge_cache_counts){p->hi - p->lo, p->hi - p->lo});
+        }
+        if (!o->tokenize)
+            P->res.tokens += s->n_tokens;
+        P->res.cached += s->cached;
     } else {
         if (s->truncated && !o->quiet && P->c->binary) /* jsonl rows carry "truncated" */
             ge_say("%s: truncated from %zu to %zu tokens", s->where, s->orig_tokens,
@@ -1297,6 +1651,9 @@ ge_status ge_pipe_check_options(const ge_opts *o, const ge_model *m, ge_err *err
     ge_status st = ge_tokenize_parts(m, NULL, &one, 1, &t, NULL);
     size_t around = t.n - 1, max = (size_t)ge_model_max_tokens(m);
     ge_tokens_free(&t);
+    if (o->chunk > max)
+        return ge_fail(err, GE_E_USAGE, "--%schunk %u: a passage holds at most the model's "
+                       "context of %zu tokens", o->late_chunk ? "late-" : "", o->chunk, max);
     if (st || around >= max) /* no audio tokens in this vocabulary: audio records fail anyway */
         return GE_OK;
     const int64_t cap = (int64_t)(GE_AUDIO_SECONDS_CAP * GE_AUDIO_RATE);

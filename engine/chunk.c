@@ -81,3 +81,58 @@ ge_status ge_chunk_plan(const char *text, size_t len, const size_t *ends, const 
     *out = p, *n_out = np;
     return GE_OK;
 }
+
+/* Context a window gives a passage on one side: unlimited at the document's own edge. */
+static size_t side(size_t window_edge, size_t doc_edge, size_t gap)
+{
+    return window_edge == doc_edge ? SIZE_MAX : gap;
+}
+
+ge_status ge_chunk_windows(size_t n, size_t room, const ge_passage *p, size_t np,
+                           ge_window **out, size_t *n_out, size_t *window_of)
+{
+    *out = NULL, *n_out = 0;
+    size_t longest = 0;
+    for (size_t i = 0; i < np; i++)
+        longest = p[i].tok_hi - p[i].tok_lo > longest ? p[i].tok_hi - p[i].tok_lo : longest;
+    if (room == 0 || longest > room)
+        return GE_E_USAGE;
+    const size_t stride = room - longest;
+    /* windows every `stride` tokens hold every passage; with less than a quarter of a
+     * window to step by, one window per passage, centred on it, costs fewer passes */
+    const bool strided = n <= room || (stride > 0 && stride >= room / 4);
+    size_t cap = strided ? (n <= room ? 1 : (n - room + stride - 1) / stride + 1) : np;
+    ge_window *w = malloc((cap ? cap : 1) * sizeof *w);
+    if (!w)
+        return GE_E_NOMEM;
+    size_t nw = 0;
+    if (strided) {
+        for (size_t a = 0;; a += stride) {
+            w[nw++] = (ge_window){a, a + room < n ? a + room : n};
+            if (a + room >= n)
+                break;
+        }
+    } else {
+        for (size_t i = 0; i < np; i++) {
+            const size_t mid = (p[i].tok_lo + p[i].tok_hi) / 2;
+            size_t a = mid > room / 2 ? mid - room / 2 : 0;
+            a = a + room > n ? n - room : a;
+            w[nw++] = (ge_window){a, a + room};
+        }
+    }
+    for (size_t i = 0; i < np; i++) { /* the window with the most context on both sides */
+        size_t best = SIZE_MAX, best_ctx = 0;
+        for (size_t j = 0; j < nw; j++) {
+            if (w[j].lo > p[i].tok_lo || w[j].hi < p[i].tok_hi)
+                continue;
+            const size_t l = side(w[j].lo, 0, p[i].tok_lo - w[j].lo);
+            const size_t r = side(w[j].hi, n, w[j].hi - p[i].tok_hi);
+            const size_t ctx = l < r ? l : r;
+            if (best == SIZE_MAX || ctx > best_ctx)
+                best = j, best_ctx = ctx;
+        }
+        window_of[i] = best;
+    }
+    *out = w, *n_out = nw;
+    return GE_OK;
+}

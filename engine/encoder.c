@@ -349,12 +349,13 @@ static ge_status layer_forward(ge_model *m, const ge_layer *l, int T, ge_wave_ws
 
 /* ---- one wave ----------------------------------------------------------------------------- */
 
-/* Embed n_seq sequences laid back to back in ids (sequence s is ids[start[s] .. start[s+1]));
- * out receives n_seq L2-normalised [E] vectors. */
-/* One wave: the packed ids, sequence starts [n_seq + 1], and per token the media row that
- * replaces its embedding (NULL: a text token). */
+/* One wave: the packed ids, sequence starts [n_seq + 1] (sequence s is ids[start[s] ..
+ * start[s+1])), and per token the media row that replaces its embedding (NULL: a text
+ * token). out receives n_pool L2-normalised [E] vectors, vector j the mean over the packed
+ * tokens [pool[2 j], pool[2 j + 1]) (a whole sequence, or a span of one: late chunking). */
 static ge_status forward_wave(ge_model *m, const int32_t *ids, const float *const *media,
-                              const int64_t *start, int n_seq, float *out, ge_err *err)
+                              const int64_t *start, int n_seq, const int64_t *pool, int n_pool,
+                              float *out, ge_err *err)
 {
     const ge_hparams *hp = &m->hp;
     const int T = (int)start[n_seq], H = hp->n_embd, L = hp->n_layer;
@@ -402,23 +403,31 @@ static ge_status forward_wave(ge_model *m, const int32_t *ids, const float *cons
     if (st)
         goto done;
 
-    /* final norm, mean over each sequence's tokens, then the (linear) projection, L2 */
+    /* final norm, mean over each pooled span's tokens, then the (linear) projection, L2: the
+     * projection is linear, so a span's mean of projected tokens is this (docs/model.md 2.6) */
     const double t_pool = ge_now();
     norm_rows(m, b->x, T, H, &m->out_norm, b->w);
-    float *mean = b->a; /* [n_seq, H] */
-    for (int s = 0; s < n_seq; s++) {
+    float *mean = n_pool <= T ? b->a : malloc((size_t)n_pool * H * sizeof *mean);
+    if (!mean) {
+        st = ge_fail(err, GE_E_NOMEM, "out of memory for %d pooled spans", n_pool);
+        goto done;
+    }
+    for (int s = 0; s < n_pool; s++) {
         float *ms = mean + (size_t)s * H;
         memset(ms, 0, (size_t)H * sizeof *ms);
-        for (int64_t t = start[s]; t < start[s + 1]; t++)
+        for (int64_t t = pool[2 * s]; t < pool[2 * s + 1]; t++)
             for (int i = 0; i < H; i++)
                 ms[i] += b->x[(size_t)t * H + i];
         for (int i = 0; i < H; i++)
-            ms[i] /= (float)(start[s + 1] - start[s]);
+            ms[i] /= (float)(pool[2 * s + 1] - pool[2 * s]);
     }
     ge_linear_out proj[] = {{&m->out_proj, out}};
-    if ((st = ge_linear_many(&m->cx, mean, n_seq, proj, 1, err)))
+    st = ge_linear_many(&m->cx, mean, n_pool, proj, 1, err);
+    if (mean != b->a)
+        free(mean);
+    if (st)
         goto done;
-    for (int s = 0; s < n_seq; s++)
+    for (int s = 0; s < n_pool; s++)
         ge_matryoshka(out + (size_t)s * hp->n_out, hp->n_out);
     m->cx.stats.pool_seconds += ge_now() - t_pool;
 done:
@@ -473,6 +482,21 @@ static ge_status check_media(const ge_model *m, const int32_t *ids, size_t n,
 ge_status ge_embed_batch_media(ge_model *m, const int32_t *const *ids, const size_t *lens,
                                const ge_media_rows *media, size_t n, float *out, ge_err *err)
 {
+    return ge_embed_spans(m, ids, lens, media, n, NULL, n, out, err);
+}
+
+ge_status ge_embed_spans(ge_model *m, const int32_t *const *ids, const size_t *lens,
+                         const ge_media_rows *media, size_t n, const ge_span *spans,
+                         size_t n_spans, float *out, ge_err *err)
+{
+    for (size_t j = 0; spans && j < n_spans; j++) {
+        const ge_span *p = &spans[j];
+        if (p->seq >= n || p->lo >= p->hi || p->hi > lens[p->seq] ||
+            (j && p->seq < spans[j - 1].seq))
+            return ge_fail(err, GE_E_USAGE, "span %zu (sequence %zu, tokens %zu..%zu) is not "
+                           "a non-empty range of a sequence, in sequence order", j, p->seq,
+                           p->lo, p->hi);
+    }
     for (size_t s = 0; s < n; s++) {
         ge_status st = check_ids(m, ids[s], lens[s], err);
         if (!st)
@@ -487,10 +511,12 @@ ge_status ge_embed_batch_media(ge_model *m, const int32_t *const *ids, const siz
     const double t_start = ge_now();
     const ge_phase_mark mark = ge_phase_begin(&m->cx, GE_PHASE_TEXT); /* from a tower's too */
     int64_t *start = malloc((n + 1) * sizeof *start);
+    int64_t *pool = malloc(2 * (spans ? n_spans : n) * sizeof *pool + 1);
+    size_t j0 = 0; /* the first span of the wave */
     int32_t *buf = NULL;
     const float **rows = NULL;
     size_t buf_cap = 0;
-    ge_status st = start ? GE_OK : ge_fail(err, GE_E_NOMEM, "out of memory");
+    ge_status st = start && pool ? GE_OK : ge_fail(err, GE_E_NOMEM, "out of memory");
     for (size_t s0 = 0; s0 < n && !st;) {
         size_t s1 = s0 + 1, total = lens[s0];
         while (s1 < n && total + lens[s1] <= cap)
@@ -518,8 +544,16 @@ ge_status ge_embed_batch_media(ge_model *m, const int32_t *const *ids, const siz
             }
             start[s - s0 + 1] = start[s - s0] + (int64_t)lens[s];
         }
-        st = forward_wave(m, buf, rows, start, (int)(s1 - s0),
-                          out + s0 * (size_t)m->hp.n_out, err);
+        size_t j1 = j0; /* the wave's spans: every sequence whole, or those given */
+        for (; spans ? j1 < n_spans && spans[j1].seq < s1 : j1 < s1; j1++) {
+            const size_t s = spans ? spans[j1].seq : j1;
+            pool[2 * (j1 - j0)] = start[s - s0] + (int64_t)(spans ? spans[j1].lo : 0);
+            pool[2 * (j1 - j0) + 1] = spans ? start[s - s0] + (int64_t)spans[j1].hi
+                                            : start[s - s0 + 1];
+        }
+        st = forward_wave(m, buf, rows, start, (int)(s1 - s0), pool, (int)(j1 - j0),
+                          out + j0 * (size_t)m->hp.n_out, err);
+        j0 = j1;
         m->cx.stats.waves++;
         m->cx.stats.sequences += s1 - s0;
         m->cx.stats.tokens += total;
@@ -532,5 +566,6 @@ ge_status ge_embed_batch_media(ge_model *m, const int32_t *const *ids, const siz
     free(buf);
     free(rows);
     free(start);
+    free(pool);
     return st;
 }

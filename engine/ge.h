@@ -451,6 +451,9 @@ ge_status ge_tokenize(const ge_model *m, const char *prefix, const char *text, s
 ge_status ge_tokenize_spans(const ge_model *m, const char *prefix, const char *text, size_t len,
                             ge_tokens *out, size_t **ends, bool **mid, ge_err *err);
 
+/* The tokens ge_tokenize adds around a record: 1 or 0 for <bos> (first) and <eos> (last). */
+void ge_tokens_frame(const ge_model *m, size_t *bos, size_t *eos);
+
 /* A passage of a long text (--chunk, --late-chunk): tokens [tok_lo, tok_hi) of the text's
  * own tokens and the bytes [lo, hi) of the text they cover. */
 typedef struct {
@@ -465,6 +468,21 @@ typedef struct {
 ge_status ge_chunk_plan(const char *text, size_t len, const size_t *ends, const bool *mid,
                         size_t n, size_t budget, size_t overlap, ge_passage **out,
                         size_t *n_out);
+
+/* A window of a long text's tokens [lo, hi) for --late-chunk: one pass of the model. */
+typedef struct {
+    size_t lo, hi;
+} ge_window;
+
+/* --late-chunk: the windows of at most `room` tokens that the passages p[0..np) of a text of
+ * n tokens are pooled from, and for each passage its window (window_of[i], room for np): one
+ * window when the text fits; else windows every room - L tokens (L: the longest passage), so
+ * that each passage lies whole in one, or, when that step is under a quarter of the room, one
+ * window per passage centred on it; each passage takes the window that holds it with the
+ * most context on its shorter side (the text's own ends count as unlimited; ties: the first).
+ * *out is malloc'd. GE_E_USAGE when a passage is longer than room, GE_E_NOMEM. */
+ge_status ge_chunk_windows(size_t n, size_t room, const ge_passage *p, size_t np,
+                           ge_window **out, size_t *n_out, size_t *window_of);
 
 /* One part of a record with media, in order: a text, or a media block of n_soft soft tokens
  * (GE_KIND_VIDEO: one frame of a video). */
@@ -511,6 +529,18 @@ typedef struct {
  * from its row count (ge_embed_batch: when it has any placeholder). */
 ge_status ge_embed_batch_media(ge_model *m, const int32_t *const *ids, const size_t *lens,
                                const ge_media_rows *media, size_t n, float *out, ge_err *err);
+/* A span of tokens [lo, hi) of sequence seq, pooled into a vector of its own. */
+typedef struct {
+    size_t seq, lo, hi;
+} ge_span;
+/* ge_embed_batch_media, but out [n_spans][ge_model_dim] receives for each span the
+ * L2-normalised mean of the sequence's per-token outputs over it (after the final norm and
+ * the output projection; --late-chunk), in one pass over each sequence. spans must be in
+ * sequence order; spans NULL means every sequence whole (n_spans = n: ge_embed_batch_media,
+ * bit for bit). GE_E_USAGE for an empty span or one out of its sequence. */
+ge_status ge_embed_spans(ge_model *m, const int32_t *const *ids, const size_t *lens,
+                         const ge_media_rows *media, size_t n, const ge_span *spans,
+                         size_t n_spans, float *out, ge_err *err);
 /* The text model's hidden width (the width of media rows). */
 int ge_model_hidden(const ge_model *m);
 

@@ -96,6 +96,12 @@ ge_status ge_tokenize_spans(const ge_model *m, const char *prefix, const char *t
     return GE_OK;
 }
 
+void ge_tokens_frame(const ge_model *m, size_t *bos, size_t *eos)
+{
+    *bos = ge_tok_bos_prepended(m->tok) >= 0;
+    *eos = ge_tok_eos_appended(m->tok) >= 0;
+}
+
 static ge_status push_id(ge_tokens *t, int32_t id, ge_err *err)
 {
     if (t->n == t->cap) {
