@@ -16,6 +16,16 @@ plan(data, ends, mid, budget, overlap): the passages as (tok_lo, tok_hi, lo, hi)
   - the next window starts `overlap` tokens before the cut, at least one token after the
     previous start: moved back to a whole character when it falls inside one (more overlap),
     and forward when it cannot move back (less).
+
+windows(n, room, passages): --late-chunk's passes over a text of n tokens: one window of the
+whole text when it fits in `room`; else windows of `room` tokens every room - L tokens (L the
+longest passage), or, when that step is under a quarter of the room (or zero), one window per
+passage centred on it (clamped to the text); each passage takes the window that holds it
+with the most context on its shorter side (a side at the text's own end counts as
+unlimited), the first on a tie.
+
+passages(tok, prefix, text, n, overlap, late, max_tokens): a record's passages, as
+(start, end) code points and the sequences and spans they are pooled from (docs/model.md 2.6).
 """
 
 SPACE_MARK = "\u2581"
@@ -104,3 +114,83 @@ def plan(data, ends, mid, budget, overlap):
         while not whole(nxt) and nxt < e:
             nxt += 1
         s = nxt
+
+
+def windows(n, room, passages):
+    longest = max(hi - lo for lo, hi, _, _ in passages)
+    if longest > room:
+        raise ValueError("a passage is longer than a window")
+    step = room - longest
+    if n <= room:
+        wins = [(0, n)]
+    elif step > 0 and step >= room // 4:
+        wins, a = [], 0
+        while True:
+            wins.append((a, min(a + room, n)))
+            if a + room >= n:
+                break
+            a += step
+    else:
+        wins = []
+        for lo, hi, _, _ in passages:
+            a = max((lo + hi) // 2 - room // 2, 0)
+            a = min(a, n - room)
+            wins.append((a, a + room))
+    inf = float("inf")
+    chosen = []
+    for lo, hi, _, _ in passages:
+        best, best_ctx = None, -1
+        for j, (a, b) in enumerate(wins):
+            if a <= lo and hi <= b:
+                ctx = min(inf if a == 0 else lo - a, inf if b == n else b - hi)
+                if ctx > best_ctx:
+                    best, best_ctx = j, ctx
+        chosen.append(best)
+    return wins, chosen
+
+
+def passages(tok, prefix, text, n, overlap, late, max_tokens):
+    """[(start, end, ids, lo, hi)]: each passage's code points and the sequence it is pooled
+    from with its span; --chunk: the passage's own record (prefix + its text), whole."""
+    whole = tok.encode(prefix + text)
+    if len(whole) <= n:
+        if not late:
+            return [(0, len(text), whole, 0, len(whole))]
+    # the text's own tokens: where each ends in prefix + text; those ending past the prefix
+    ids, ends, mid = token_ends(tok, prefix + text)
+    plen = len(prefix.encode("utf-8"))
+    head = 0
+    while head < len(ids) and ends[head] <= plen:
+        head += 1
+    bos = [tok.bos_id] if tok.add_bos else []
+    eos = [tok.eos_id] if tok.add_eos else []
+    pre = bos + ids[:head]
+    frame = len(pre) + len(eos)
+    tids, tends, tmid = ids[head:], [e - plen for e in ends[head:]], mid[head:]
+    data = text.encode("utf-8")
+    cp = lambda b: len(data[:b].decode("utf-8"))  # noqa: E731
+    if len(whole) <= n:
+        plan_ = [(0, len(tids), 0, len(data))]
+    else:
+        if frame >= n:
+            raise ValueError("too_long")
+        room = n - frame
+        while True:
+            plan_ = plan(data, tends, tmid, room, min(overlap, room - 1))
+            if late:
+                break
+            seqs = [tok.encode(prefix + data[lo:hi].decode("utf-8")) for _, _, lo, hi in plan_]
+            if all(len(q) <= n for q in seqs):
+                return [(cp(lo), cp(hi), q, 0, len(q))
+                        for (_, _, lo, hi), q in zip(plan_, seqs)]
+            room -= 1
+    wins, chosen = windows(len(tids), max_tokens - frame, plan_)
+    out = []
+    for (tlo, thi, lo, hi), j in zip(plan_, chosen):
+        a, b = wins[j]
+        seq = pre + tids[a:b] + eos
+        s0, s1 = len(pre) + tlo - a, len(pre) + thi - a
+        if s0 == s1:
+            s0, s1 = 0, len(seq)
+        out.append((cp(lo), cp(hi), seq, s0, s1))
+    return out
