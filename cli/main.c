@@ -123,9 +123,6 @@ static ge_status fingerprint(const ge_opts *o, const char *prefix, ge_fingerprin
     static const char *const input[] = {"auto", "jsonl", "lines", "files"};
     ge_fp_add(fp, "input", "%s", input[o->input]);
     ge_fp_add(fp, "truncate", "%s", o->truncate ? "on" : "off");
-    if (o->chunk) /* a field of its own: outputs from before it existed still resume */
-        ge_fp_add(fp, "chunk", "%s %u:%u", o->late_chunk ? "late" : "plain", o->chunk,
-                  o->chunk_overlap);
     ge_fp_add(fp, "image-tokens", "%d", o->image_tokens);
     ge_fp_add(fp, "audio-max-seconds", "%.17g", o->audio_max_seconds);
     ge_fp_add(fp, "video-fps", "%.17g", o->video_fps);
@@ -411,6 +408,11 @@ int main(int argc, char **argv)
             ge_fp_add(&cx, "tier", "%s", ge_model_tier(model));
             st = ge_cache_open(&pc.cache, o.cache, cx.text, model_dim, o.quiet, &err);
         }
+        /* the rows' identity, not the cache's: a passage's key holds what decides its vector
+         * (pipeline.c passage_lookup). A field of its own: older outputs still resume. */
+        if (!st && o.chunk)
+            ge_fp_add(&fp, "chunk", "%s %u:%u", o.late_chunk ? "late" : "plain", o.chunk,
+                      o.chunk_overlap);
         if (!st)
             st = ge_out_open(&pc.out, &oc, &pc.skip, &err);
         if (st) {
