@@ -118,12 +118,11 @@ static const opt_row OPTS[] = {
     {"truncate", 0, NULL, NULL, "cut over-long records instead of failing them",
      .kind = K_FLAG, AT(truncate), .env = true},
     {"chunk", 0, "N[:OVERLAP]", NULL,
-     "split texts over N tokens into passages of at most N (framing included), each "
-     "embedded alone; a row per passage with chunk, chunks, start, end", .kind = K_CALL,
+     "a row per passage of at most N tokens, each embedded alone", .kind = K_CALL,
      .call = set_chunk, .env = true},
     {"late-chunk", 0, "N[:OVERLAP]", NULL,
-     "the same passages, each the mean of its tokens from one pass over the whole text "
-     "(windows of the context for longer texts)", .kind = K_CALL, .call = set_late_chunk,
+     "the same passages, pooled from one pass over the whole text", .kind = K_CALL,
+     .call = set_late_chunk,
      .env = true},
     {"tokenize", 0, NULL, NULL, "print token ids instead of embeddings (jsonl)", .kind = K_FLAG,
      AT(tokenize)},
