@@ -189,6 +189,10 @@ static bool parse_ull(const char *s, unsigned long long *v)
     return errno == 0 && *end == '\0';
 }
 
+/* Set while the command line's flags are read (after the environment): a flag replaces the
+ * other chunk mode's environment variable instead of clashing with it. */
+static bool reading_flags;
+
 /* --chunk / --late-chunk N[:OVERLAP] (the model's context bounds N: main.c) */
 static ge_status parse_chunk(ge_opts *o, const char *flag, const char *arg, bool late,
                              ge_err *err)
@@ -207,9 +211,10 @@ static ge_status parse_chunk(ge_opts *o, const char *flag, const char *arg, bool
     if (ov >= n)
         return ge_fail(err, GE_E_USAGE, "%s: an overlap of %llu tokens leaves nothing new in "
                        "passages of %llu (it must be less than N)", flag, ov, n);
-    if (o->chunk && o->late_chunk != late)
+    if (o->chunk && o->late_chunk != late && o->chunk_flag == reading_flags)
         return ge_fail(err, GE_E_USAGE, "--chunk and --late-chunk cannot be used together");
     o->chunk = (unsigned)n, o->chunk_overlap = (unsigned)ov, o->late_chunk = late;
+    o->chunk_flag = reading_flags;
     return GE_OK;
 }
 
@@ -416,6 +421,7 @@ static void getopt_tables(const ge_switch *sw, size_t nsw, struct option *lo, ch
 ge_status ge_opts_parse(int argc, char **argv, ge_opts *o, ge_err *err)
 {
     memset(o, 0, sizeof *o);
+    reading_flags = false;
     for (size_t i = 0; i < NOPTS; i++) {
         if (OPTS[i].type == T_DOUBLE)
             *(double *)((char *)o + OPTS[i].off) = OPTS[i].init;
@@ -457,6 +463,7 @@ ge_status ge_opts_parse(int argc, char **argv, ge_opts *o, ge_err *err)
     ge_err e;
     opterr = 0;
     optind = 1;
+    reading_flags = true;
     int c;
     while ((c = getopt_long(argc, argv, so, lo, NULL)) != -1) {
         const opt_row *r = row_of(c);

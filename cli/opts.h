@@ -39,6 +39,7 @@ typedef struct {
     unsigned chunk;         /* --chunk / --late-chunk N: passage size in tokens; 0: off */
     unsigned chunk_overlap; /* their :OVERLAP */
     bool late_chunk;        /* --late-chunk: pool passages from one pass over the text */
+    bool chunk_flag;        /* the mode came from a flag (else from the environment) */
     bool resume;            /* --resume */
     bool progress;          /* --progress (wins over --quiet for the progress line) */
     unsigned long long shard_i, shard_n; /* --shard i/n; n == 0: no sharding */

@@ -213,6 +213,9 @@ usage "N = 0" "is not N or N:OVERLAP" --chunk 0
 usage "not a number" "is not N or N:OVERLAP" --chunk 12x
 usage "N over the context" "at most the model's context of 8192" --chunk 9000
 usage "openai-batch output" "cannot hold passages" --chunk 64 --format openai-batch
+GEMMAEMBED_CHUNK=64 "$BIN" "${M[@]}" --late-chunk 64 docs.jsonl >env.l 2>u.err &&
+    "$BIN" "${M[@]}" --late-chunk 64 docs.jsonl | cmp -s - env.l &&
+    pass "--late-chunk replaces GEMMAEMBED_CHUNK (a flag wins)" || fail "flag over env" "$(cat u.err)"
 GEMMAEMBED_CHUNK=16:16 "$BIN" "${M[@]}" docs.jsonl >/dev/null 2>u.err
 [ $? = 2 ] && grep -q "GEMMAEMBED_CHUNK" u.err && pass "usage error: from GEMMAEMBED_CHUNK, named" ||
     fail "GEMMAEMBED_CHUNK" "$(cat u.err)"
