@@ -614,14 +614,6 @@ static ge_status npz_begin(ge_out *o, ge_err *err)
     return GE_OK;
 }
 
-static size_t utf8_count(const char *s, size_t n)
-{
-    size_t k = 0;
-    for (size_t i = 0; i < n; i++)
-        k += ((unsigned char)s[i] & 0xC0) != 0x80;
-    return k;
-}
-
 static ge_status npz_row(ge_out *o, const ge_row *r, ge_err *err)
 {
     encode_row(o, r);
@@ -630,7 +622,7 @@ static ge_status npz_row(ge_out *o, const ge_row *r, ge_err *err)
     o->npz_crc = crc32(o->npz_crc, o->bytes, (uInt)nb);
     const long before = ftell(o->npz_ids);
     put_id(o->npz_ids, r);
-    size_t cp = utf8_count(r->id, r->id_len);
+    size_t cp = ge_utf8_chars(r->id, r->id_len);
     if (r->chunk) /* the object's length in code points: the id's and the ASCII around it */
         cp += (size_t)(ftell(o->npz_ids) - before - 1) - r->id_len;
     if (cp > o->npz_id_max)

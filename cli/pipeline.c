@@ -848,21 +848,13 @@ static void dedup_take(pipe_t *P, slot *s)
 
 /* ---- passages (--chunk, --late-chunk; docs/model.md 2.6) ------------------------------------ */
 
-static size_t code_points(const char *t, size_t n)
-{
-    size_t k = 0;
-    for (size_t i = 0; i < n; i++)
-        k += ((unsigned char)t[i] & 0xC0) != 0x80;
-    return k;
-}
-
 /* The code points of a record's text (a record with media: of its text items). */
 static size_t record_code_points(const slot *s)
 {
-    size_t k = s->n_items ? 0 : code_points(s->text, s->text_len);
+    size_t k = s->n_items ? 0 : ge_utf8_chars(s->text, s->text_len);
     for (size_t i = 0; i < s->n_items; i++)
         if (s->items[i].m.kind == GE_KIND_TEXT)
-            k += code_points(s->items[i].data, s->items[i].len);
+            k += ge_utf8_chars(s->items[i].data, s->items[i].len);
     return k;
 }
 
@@ -1039,8 +1031,8 @@ static size_t chunk_record(pipe_t *P, slot *s, ge_tokens *toks)
         size_t lo = 0, lo_cp = 0, hi = 0, hi_cp = 0; /* code points counted so far */
         for (size_t i = 0; i < np; i++) {
             passage *p = &s->pass[i];
-            lo_cp += code_points(s->text + lo, pl[i].lo - lo), lo = pl[i].lo;
-            hi_cp += code_points(s->text + hi, pl[i].hi - hi), hi = pl[i].hi;
+            lo_cp += ge_utf8_chars(s->text + lo, pl[i].lo - lo), lo = pl[i].lo;
+            hi_cp += ge_utf8_chars(s->text + hi, pl[i].hi - hi), hi = pl[i].hi;
             p->at = (ge_row_chunk){i, np, lo_cp, hi_cp};
             if (P->c->cache)
                 passage_lookup(P, s, p, prefix, &pl[i], o->late_chunk ? &win[p->seq] : NULL);

@@ -91,6 +91,8 @@ ge_status ge_media_streams(const void *bytes, size_t len, int *video, int *audio
 size_t ge_utf8_seq(const char *s, size_t n);
 /* Byte offset of the first invalid UTF-8 sequence in s[0..len), or len when s is valid. */
 size_t ge_utf8_check(const char *s, size_t len);
+/* The code points of valid UTF-8 s[0..len) (its bytes other than continuation bytes). */
+size_t ge_utf8_chars(const char *s, size_t len);
 
 /* ---- engine switches (config.c) ------------------------------------------------------------
  * One table describes every switch: its flag, the environment variable of the engine it

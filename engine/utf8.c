@@ -45,3 +45,11 @@ size_t ge_utf8_check(const char *s, size_t len)
     }
     return i;
 }
+
+size_t ge_utf8_chars(const char *s, size_t len)
+{
+    size_t k = 0;
+    for (size_t i = 0; i < len; i++)
+        k += ((unsigned char)s[i] & 0xC0) != 0x80;
+    return k;
+}
