@@ -46,14 +46,25 @@ for name in "${targets[@]}"; do
     flog="$OUT/fuzz-$name.log"
     env=()
     [ "$name" = tok-real ] && env=(GE_FUZZ_MODEL="$vocab")
-    env "${env[@]}" "$bin" -max_total_time="$T" -timeout=20 -rss_limit_mb=4096 \
-        -artifact_prefix="$OUT/fuzz-crash-$name-" "$corpus" "$seeds" >"$flog" 2>&1
-    rc=$?
+    # an input slower than -timeout is libFuzzer's own finding (an ALARM and an artifact); a
+    # run that outlives its time by a minute without one hung outside any input (once in CI,
+    # 2026-12-05, not reproduced in 30 runs): it is stopped and run once more, and said so
+    note=
+    for attempt in 1 2; do
+        env "${env[@]}" timeout -s INT $((T + 60)) "$bin" -max_total_time="$T" -timeout=20 \
+            -rss_limit_mb=4096 -artifact_prefix="$OUT/fuzz-crash-$name-" "$corpus" "$seeds" \
+            >"$flog" 2>&1
+        rc=$?
+        [ $rc -eq 124 ] && ! grep -q 'ALARM' "$flog" && [ $attempt = 1 ] &&
+            [ -z "$(ls "$OUT/fuzz-crash-$name-"* 2>/dev/null)" ] || break
+        note=" (the first run hung outside any input and was stopped after $((T + 60)) s)"
+        cp "$flog" "$flog.hung"
+    done
     runs=$(sed -n 's/^Done \([0-9]*\) runs.*/\1/p' "$flog")
     cov=$(grep -E '^#[0-9]+' "$flog" | tail -1 | sed -n 's/.*cov: \([0-9]*\).*/\1/p')
     crash=$(ls "$OUT/fuzz-crash-$name-"* 2>/dev/null | head -1)
     if [ "$rc" -eq 0 ] && [ -z "$crash" ] && [ -n "$runs" ]; then
-        echo "PASS: fuzz $name: $runs runs in ${T}s, cov $cov, no crash"
+        echo "PASS: fuzz $name: $runs runs in ${T}s, cov $cov, no crash$note"
     else
         why=$(grep -m1 -E 'ERROR: |runtime error|invariant|fuzz_[a-z_]*: ' "$flog")
         echo "FAIL: fuzz $name: exit $rc${crash:+, input $crash}: ${why:-see $flog}"
