@@ -58,6 +58,7 @@ struct ge_attn_planes {
     size_t scratch_len;
     int64_t n;
     int g0, n_g;
+    int blocks;          /* per dense task (dense_blocks), the scratch's room */
 };
 
 void ge_attn_planes_free(ge_attn_planes *P)
@@ -69,12 +70,30 @@ void ge_attn_planes_free(ge_attn_planes *P)
 /* Round a float count up to whole 64-byte lines. */
 static size_t lines(size_t floats) { return (floats + 15) & ~(size_t)15; }
 
-/* Room in P for n_g KV heads of n keys of dim d and the workers' scratch (grown, never
- * shrunk: a text run repacks every layer). */
-static bool planes_reserve(ge_compute *cx, ge_attn_planes *P, int64_t n, int n_g, int d)
+/* Blocks one dense task keeps at once over a's first n rows. Wide heads go several blocks to
+ * a task, which share each K^T panel and V chunk while it is in L2: 4, and 16 when a row sees
+ * 4,096 keys or more (a full layer over a long text: 16 MB of K and V at 512 wide, far past
+ * L2), where each block more saves a pass over them from L3 or memory (PERF.md "Dense
+ * attention: blocks per task"). Narrow heads (the vision tower's 64) go one block to a task:
+ * their planes stay in L2 anyway, and smaller tasks balance better. */
+static int dense_blocks(const ge_attn_args *a, int64_t n)
 {
+    if (a->head_dim < 256)
+        return 1;
+    int64_t widest = 0;
+    for (int64_t i = 0; i < n; i++)
+        widest = a->key_hi[i] - a->key_lo[i] > widest ? a->key_hi[i] - a->key_lo[i] : widest;
+    return widest >= 4096 ? GE_ATTN_DENSE_BLOCKS : 4;
+}
+
+/* Room in P for n_g KV heads of a's first n keys and the workers' scratch (grown, never
+ * shrunk: a text run repacks every layer). */
+static bool planes_reserve(ge_compute *cx, ge_attn_planes *P, const ge_attn_args *a, int64_t n,
+                           int n_g)
+{
+    const int d = a->head_dim, blocks = dense_blocks(a, n);
     const size_t kt = (size_t)n_g * GE_ATTN_DENSE_NP(n) * d, v = lines((size_t)n_g * n * d);
-    const size_t sl = lines(GE_ATTN_DENSE_SCRATCH(n, d)), need = kt + v + cx->threads * sl;
+    const size_t sl = lines(GE_ATTN_DENSE_SCRATCH(n, d, blocks)), need = kt + v + cx->threads * sl;
     if (need > P->cap) {
         free(P->buf);
         P->cap = 0;
@@ -83,7 +102,7 @@ static bool planes_reserve(ge_compute *cx, ge_attn_planes *P, int64_t n, int n_g
         P->cap = need;
     }
     P->kt = P->buf, P->v = P->buf + kt, P->scratch = P->buf + kt + v, P->scratch_len = sl;
-    P->n = n, P->n_g = n_g;
+    P->n = n, P->n_g = n_g, P->blocks = blocks;
     return true;
 }
 
@@ -129,7 +148,7 @@ static void repack_task(void *ctx, int64_t task, int worker)
 static bool planes_pack(ge_compute *cx, ge_attn_planes *P, const ge_attn_args *a, int64_t n,
                         int g0, int n_g)
 {
-    if (!planes_reserve(cx, P, n, n_g, a->head_dim))
+    if (!planes_reserve(cx, P, a, n, n_g))
         return false;
     P->g0 = g0;
     dense_job j = {a, P, {0}, NULL, 0, 0, 0,
@@ -147,19 +166,18 @@ static void dense_task(void *ctx, int64_t task, int worker)
             j->P->scratch + (size_t)worker * j->P->scratch_len);
 }
 
-/* The query heads of P's KV heads, rows [0, n_tok), through the tier's dense kernel. Wide
- * heads go in tasks of several blocks (kern.h GE_ATTN_DENSE_BLOCKS), which share each K^T
- * panel and V chunk while it is in L2; narrow ones (the vision tower's 64) in tasks of one
- * block: their planes stay in L2 anyway, and smaller tasks balance better. */
+/* The query heads of P's KV heads, rows [0, n_tok), through the tier's dense kernel, in tasks
+ * of P->blocks blocks. */
 static void planes_run(ge_compute *cx, const ge_attn_args *a, int64_t n_tok,
                        const ge_attn_planes *P, bool ranges)
 {
     const int d = a->head_dim, group = a->n_head / a->n_kv;
     const int64_t off = (int64_t)P->g0 * group * d; /* the first query head's columns */
-    const int64_t rows = GE_ATTN_DENSE_ROWS * (d >= 256 ? GE_ATTN_DENSE_BLOCKS : 1);
+    const int64_t rows = (int64_t)GE_ATTN_DENSE_ROWS * P->blocks;
     dense_job j = {a, P,
                    {a->q + off, P->kt, P->v, a->o + off, a->ldq, a->ldo, P->n, group * P->n_g,
-                    P->n_g, d, a->scale, ranges ? a->key_lo : NULL, ranges ? a->key_hi : NULL},
+                    P->n_g, d, a->scale, ranges ? a->key_lo : NULL, ranges ? a->key_hi : NULL,
+                    P->blocks},
                    cx->kern->attn_dense, n_tok, rows, (n_tok + rows - 1) / rows, 0};
     ge_parallel(cx, (int64_t)group * P->n_g * j.n_qb, 0, dense_task, &j);
 }
@@ -178,7 +196,7 @@ void ge_attention_dense(ge_compute *cx, const ge_attn_args *a, int64_t n_tok, bo
     for (int64_t i = 0; dense && !ranges && i < n_tok; i++)
         dense = a->key_lo[i] == 0 && a->key_hi[i] == n_tok;
     ge_attn_planes P = {0};
-    if (!dense || !planes_reserve(cx, &P, n_tok, 1, a->head_dim)) {
+    if (!dense || !planes_reserve(cx, &P, a, n_tok, 1)) {
         /* no dense kernel for this tier or head dim, or no memory for the planes */
         ge_attention_with(cx, a, n_tok, fast);
         return;

@@ -14,7 +14,7 @@
  *   finish_row(o, O, l, d)           o = O / l.
  *
  * The rows of a call go in blocks of up to ROWS neighbours whose ranges differ by at most
- * SLACK at either end, and up to GE_ATTN_DENSE_BLOCKS blocks go together: each K^T panel is
+ * SLACK at either end, and up to a->blocks of them go together: each K^T panel is
  * scored, and each chunk of KC keys taken, for all of them while it is in L2. Within a block,
  * each group of PV_ROWS rows takes the keys all its rows see in the tier's register tile and
  * the others (the ends of a sliding window) row by row, before and after them, so that every
@@ -133,7 +133,7 @@ static void dense(const ge_attn_dense_args *a, int head, int64_t q0, int64_t q1,
     blk B[NB];
     for (int64_t i = q0; i < q1;) {
         int nb = 0;
-        while (nb < NB && i < q1) {
+        while (nb < a->blocks && i < q1) {
             if (key_lo(a, i) >= key_hi(a, i)) { /* no keys: o = 0, or a row skipped */
                 if (key_lo(a, i) == key_hi(a, i))
                     memset(a->o + i * a->ldo + (int64_t)head * d, 0, (size_t)d * sizeof(float));

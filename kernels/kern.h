@@ -79,13 +79,13 @@ typedef struct {
 #define GE_ATTN_DENSE_NP(n) \
     (((n) + GE_ATTN_DENSE_KEYS - 1) / GE_ATTN_DENSE_KEYS * GE_ATTN_DENSE_KEYS)
 /* Blocks a kernel may keep at once (the avx512 kernel scores each K^T panel, and takes each
- * V chunk, for all of them while the panel or chunk is in L2); the engine's calls have up to
- * GE_ATTN_DENSE_ROWS * GE_ATTN_DENSE_BLOCKS rows. */
-#define GE_ATTN_DENSE_BLOCKS 4
-/* Scratch floats one attn_dense call needs: per block, its scores, its q rows transposed and
- * its output accumulators. */
-#define GE_ATTN_DENSE_SCRATCH(n, head_dim)                                           \
-    ((size_t)GE_ATTN_DENSE_BLOCKS * GE_ATTN_DENSE_ROWS *                             \
+ * V chunk, for all of them while the panel or chunk is in L2): a call keeps up to
+ * ge_attn_dense_args blocks, at most this many. */
+#define GE_ATTN_DENSE_BLOCKS 16
+/* Scratch floats one attn_dense call of up to `blocks` blocks needs: per block, its scores,
+ * its q rows transposed and its output accumulators. */
+#define GE_ATTN_DENSE_SCRATCH(n, head_dim, blocks)                                   \
+    ((size_t)(blocks) * GE_ATTN_DENSE_ROWS *                                         \
      ((size_t)GE_ATTN_DENSE_NP(n) + 2 * (size_t)(head_dim)))
 typedef struct {
     const float *q;  /* q[i * ldq + h * head_dim + e], token-major as the linears write it */
@@ -101,6 +101,7 @@ typedef struct {
      * sliding windows; key_lo == key_hi: o = 0; key_lo > key_hi: the row is skipped, o left
      * as it is); NULL: every key [0, n). Only tiers with attn_dense_ranges take them. */
     const int32_t *key_lo, *key_hi;
+    int blocks; /* blocks kept at once, 1 .. GE_ATTN_DENSE_BLOCKS (the scratch holds them) */
 } ge_attn_dense_args;
 
 /* Local attention with relative-position keys (the audio conformer, docs/model.md 6.3): query i of
@@ -203,9 +204,9 @@ typedef struct ge_kern {
      * a per-row reference max fixed from its own first keys; kernels/attn.h has the rules). */
     void (*attn)(const ge_attn_args *a, int head, int64_t q0, int64_t q1);
     /* Dense attention, query rows [q0, q1) of one head (kernels/attn.h has the numerics);
-     * scratch: GE_ATTN_DENSE_SCRATCH(n, head_dim) floats, 64-byte aligned, the caller's (one
-     * per thread). NULL on tiers without one; head dims must be a multiple of 16 (others:
-     * attn). */
+     * scratch: GE_ATTN_DENSE_SCRATCH(n, head_dim, a->blocks) floats, 64-byte aligned, the
+     * caller's (one per thread). NULL on tiers without one; head dims must be a multiple of 16
+     * (others: attn). */
     void (*attn_dense)(const ge_attn_dense_args *a, int head, int64_t q0, int64_t q1,
                        float *scratch);
     /* attn_dense takes key ranges (ge_attn_dense_args key_lo, key_hi): the text encoder's

@@ -17,8 +17,9 @@
  * wall time, medians of ROUNDS (default 5). GMAC/s count 2 * keys * d * heads MACs (q.k and
  * p v); the peak is the tier's fp32 FMA loop times the threads.
  * bench_attn text [avx512] [ROUNDS]: the same for the text layers (one record of 512 and 2048
- * tokens; waves of records of 128 and 40 tokens), the dense side as the encoder calls it on tiers whose dense kernel takes key
- * ranges (ge_attention_keys, then ge_attention). */
+ * tokens, and of 8192 for a full layer: a --late-chunk window; waves of records of 128 and 40
+ * tokens), the dense side as the encoder calls it on tiers whose dense kernel takes key ranges
+ * (ge_attention_keys, then ge_attention). */
 #include <math.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -171,7 +172,7 @@ static int engine(const char *what, const char *tier, int rounds)
     static const engine_shape vis[] = {{"vision 12x64", 12, 12, 64, -1, {630, 2376, 9900}, 0}};
     static const engine_shape txt[] = {
         {"sliding 4x256 / 2 kv, radius 512", 4, 2, 256, 512, {512, 2048, 0}, 0},
-        {"full 4x512 / 1 kv", 4, 1, 512, -1, {512, 2048, 0}, 0},
+        {"full 4x512 / 1 kv", 4, 1, 512, -1, {512, 2048, 8192}, 0},
         {"sliding, records of 128", 4, 2, 256, 512, {2048, 0, 0}, 128},
         {"full, records of 128", 4, 1, 512, -1, {2048, 0, 0}, 128},
         {"sliding, records of 40", 4, 2, 256, 512, {2040, 0, 0}, 40}};
