@@ -2,9 +2,11 @@
  * Linux CPU topology that orders (and on hybrid CPUs pins) them.
  *
  * ge_pool_run(p, n, max, fn, ctx) runs fn(ctx, i, worker) for every task i < n on at most
- * max threads (the caller is worker 0) and returns when all are done. Tasks are claimed
- * dynamically, so results must not depend on which worker runs a task (every kernel writes
- * disjoint outputs with a fixed operation order). */
+ * max threads (the caller is worker 0) and returns when all are done. Worker w starts on the
+ * w-th contiguous share of the tasks (so consecutive calls over the same rows or weights give
+ * each worker the same part, still in its caches) and, once done, takes what is left of the
+ * others' shares: tasks are claimed dynamically, so results must not depend on which worker
+ * runs a task (every kernel writes disjoint outputs with a fixed operation order). */
 #ifndef GE_THREADS_H
 #define GE_THREADS_H
 
