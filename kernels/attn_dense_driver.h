@@ -104,8 +104,11 @@ static void values(const planes *pl, const blk *B, int nb)
             *g = (group){&B[k], r0, r0 + PV_ROWS < B[k].nr ? r0 + PV_ROWS : B[k].nr, 0, INT64_MAX};
             for (int r = g->r0; r < g->r1; r++)
                 g->c0 = max64(g->c0, B[k].lo[r]), g->c1 = min64(g->c1, B[k].hi[r]);
-            for (int r = g->r0; r < g->r1; r++) /* before the common keys, or all */
-                pv_row(pl, g->b, r, B[k].lo[r], g->c0 < g->c1 ? g->c0 : B[k].hi[r]);
+            for (int r = g->r0; r < g->r1; r++) { /* before the common keys, or all */
+                const int64_t end = g->c0 < g->c1 ? g->c0 : B[k].hi[r];
+                if (B[k].lo[r] < end) /* (an empty call would still pass O through registers) */
+                    pv_row(pl, g->b, r, B[k].lo[r], end);
+            }
             if (g->c0 < g->c1)
                 cmin = min64(cmin, g->c0), cmax = max64(cmax, g->c1);
         }
@@ -120,7 +123,8 @@ static void values(const planes *pl, const blk *B, int nb)
     }
     for (int k = 0; k < ng; k++) /* after the common keys */
         for (int r = G[k].r0; r < G[k].r1 && G[k].c0 < G[k].c1; r++)
-            pv_row(pl, G[k].b, r, G[k].c1, G[k].b->hi[r]);
+            if (G[k].c1 < G[k].b->hi[r])
+                pv_row(pl, G[k].b, r, G[k].c1, G[k].b->hi[r]);
 }
 
 /* Query rows [q0, q1) of one head (kern.h attn_dense). */
