@@ -77,7 +77,8 @@ struct ge_wave_ws {
     float *q, *o; /* [CHUNK, nh*dmax] */
     float *g, *u; /* [CHUNK, max(F, P)] */
     float *ple;   /* [CHUNK, P] this layer's per-layer input */
-    float *w;     /* [max(H, P, dmax)] one norm weight */
+    float *w;     /* [2, w_len] two norm weights */
+    size_t w_len; /* max(H, P, dmax) */
     int cap;      /* tokens the wave rows hold */
     ge_attn_planes *planes; /* a layer's keys for the dense attention kernel (attention.h) */
 };
@@ -143,7 +144,7 @@ static ge_wave_ws *wave_ws(ge_model *m, int T)
         wlen = wlen > (size_t)dmax ? wlen : (size_t)dmax;
         b->q = ge_floats(c * qd), b->o = ge_floats(c * qd);
         b->g = ge_floats(c * ff), b->u = ge_floats(c * ff);
-        b->ple = ge_floats(c * P), b->w = ge_floats(wlen);
+        b->ple = ge_floats(c * P), b->w = ge_floats(2 * wlen), b->w_len = wlen;
         if (!b->q || !b->o || !b->g || !b->u || !b->ple || !b->w) {
             ge_encoder_free(m);
             return NULL;
@@ -199,68 +200,132 @@ static void norm_rows(ge_model *m, float *x, int64_t rows, int n, const ge_tenso
     ge_compute_count(&m->cx, GE_OP_NORM, t0, 0);
 }
 
-/* Token-parallel elementwise steps of a layer over tokens [c0, c0 + n): wave rows by token,
- * chunk rows (q, g, u, ple) from 0. Each token row is computed on its own, so the result does
- * not depend on the split. */
-typedef enum { EW_ROPE_K, EW_ROPE_Q, EW_GELU_MUL, EW_GELU_PLE, EW_ADD, EW_ADD_SCALE } ew_kind;
+/* The per-token steps between a layer's matrix products, fused in groups: a task takes its
+ * tokens' rows through every step of a group while they sit in L1, one parallel region per
+ * group instead of one per step (the unfused form spent ~10% of a batch in scheduling, copies
+ * and serial loops). Each token row is computed on its own and each step does the arithmetic
+ * it did alone, so the result depends neither on the split nor on the fusion. Wave rows
+ * (x, a, k, v) are indexed by token, chunk rows (q, g, u, ple) from 0. */
+typedef enum {
+    RS_PRE_ATTN, /* a = attn_norm(x) */
+    RS_KV,       /* k = rope(k_norm(k)), v = v / rms(v) */
+    RS_Q,        /* q = rope(q_norm(q)) */
+    RS_ATTN_OUT, /* x += post_attn_norm(a), then a = ffn_norm(x) */
+    RS_GELU_MUL, /* g = gelu(g) * u over [n, F] */
+    RS_MLP_OUT,  /* x += post_ffn_norm(a) */
+    RS_PLE_IN,   /* ple = ple_norm(ple / sqrt(H)) */
+    RS_GELU_PLE, /* g = gelu(g) * ple over [n, P] */
+    RS_PLE_OUT,  /* x = (x + ple_post_norm(a)) * layer_output_scale */
+} row_step;
 
 typedef struct {
     ge_model *m;
-    ew_kind kind;
+    row_step step;
     ge_wave_ws *b;
     const ge_layer *l;
+    const float *w0, *w1; /* the group's norm weights, in order (NULL: none) */
     int c0, n;
-} ew_job;
+} row_job;
 
-#define EW_TOKENS 16
+#define ROW_TOKENS 16 /* tokens per task */
+#define ROW_SUB 4     /* tokens taken through a group together (rmsnorm's interleave) */
 
-static void ew_task(void *ctx, int64_t task, int worker)
+/* the rotary embedding of `rows` tokens' heads at base, tokens t0.. of the wave */
+static void rope_rows(const row_job *j, float *base, int heads, size_t t0, size_t rows)
 {
-    const ew_job *j = ctx;
+    const ge_layer *l = j->l;
+    const int d = l->head_dim, half = d / 2, type = l->sliding ? 0 : 1;
+    for (size_t i = 0; i < rows; i++) {
+        const size_t p = (size_t)j->b->pos[t0 + i] * half;
+        j->m->cx.kern->rope(base + i * heads * d, heads, d, j->m->rope_cos[type] + p,
+                            j->m->rope_sin[type] + p);
+    }
+}
+
+/* tokens [t, t + rows) of the wave (chunk row r = t - c0) through the group */
+static void row_group(const row_job *j, size_t t, size_t r, size_t rows)
+{
     const ge_hparams *hp = &j->m->hp;
     const ge_kern *kern = j->m->cx.kern;
     const size_t H = (size_t)hp->n_embd, F = (size_t)hp->n_ff, P = (size_t)hp->n_ple;
+    const float eps = hp->eps;
     ge_wave_ws *b = j->b;
-    const int r0 = (int)task * EW_TOKENS, r1 = r0 + EW_TOKENS < j->n ? r0 + EW_TOKENS : j->n;
-    const size_t t0 = (size_t)(j->c0 + r0), rows = (size_t)(r1 - r0);
     const ge_layer *l = j->l;
-    switch (j->kind) {
-    case EW_ROPE_K:
-    case EW_ROPE_Q: {
-        const int d = l->head_dim, half = d / 2, type = l->sliding ? 0 : 1;
-        const int heads = j->kind == EW_ROPE_Q ? hp->n_head : l->n_kv;
-        float *base = j->kind == EW_ROPE_Q ? b->q + (size_t)r0 * heads * d
-                                           : b->k + t0 * heads * d;
-        for (size_t i = 0; i < rows; i++) {
-            const float *cs = j->m->rope_cos[type] + (size_t)b->pos[t0 + i] * half;
-            const float *sn = j->m->rope_sin[type] + (size_t)b->pos[t0 + i] * half;
-            kern->rope(base + i * heads * d, heads, d, cs, sn);
-        }
+    float *x = b->x + t * H, *a = b->a + t * H;
+    switch (j->step) {
+    case RS_PRE_ATTN:
+        memcpy(a, x, rows * H * sizeof *a);
+        kern->rmsnorm(a, (int64_t)rows, (int64_t)H, j->w0, eps);
+        break;
+    case RS_KV: {
+        const size_t d = (size_t)l->head_dim, kv = (size_t)l->n_kv * d;
+        kern->rmsnorm(b->k + t * kv, (int64_t)(rows * l->n_kv), (int64_t)d, j->w0, eps);
+        kern->rmsnorm(b->v + t * kv, (int64_t)(rows * l->n_kv), (int64_t)d, NULL, eps);
+        rope_rows(j, b->k + t * kv, l->n_kv, t, rows);
         break;
     }
-    case EW_GELU_MUL: /* g = gelu(g) * u over [n, F] */
-        kern->act_mul(b->g + (size_t)r0 * F, b->u + (size_t)r0 * F, (int64_t)(rows * F),
-                      GE_GELU_TANH, NULL);
+    case RS_Q: {
+        const size_t d = (size_t)l->head_dim, qd = (size_t)hp->n_head * d;
+        kern->rmsnorm(b->q + r * qd, (int64_t)(rows * hp->n_head), (int64_t)d, j->w0, eps);
+        rope_rows(j, b->q + r * qd, hp->n_head, t, rows);
         break;
-    case EW_GELU_PLE: /* g = gelu(g) * ple over [n, P] */
-        kern->act_mul(b->g + (size_t)r0 * P, b->ple + (size_t)r0 * P, (int64_t)(rows * P),
-                      GE_GELU_TANH, NULL);
+    }
+    case RS_ATTN_OUT:
+        kern->rmsnorm(a, (int64_t)rows, (int64_t)H, j->w0, eps);
+        kern->axpy(x, a, (int64_t)(rows * H), 1.0f);
+        memcpy(a, x, rows * H * sizeof *a);
+        kern->rmsnorm(a, (int64_t)rows, (int64_t)H, j->w1, eps);
         break;
-    case EW_ADD: /* x += a */
-        kern->axpy(b->x + t0 * H, b->a + t0 * H, (int64_t)(rows * H), 1.0f);
+    case RS_GELU_MUL:
+        kern->act_mul(b->g + r * F, b->u + r * F, (int64_t)(rows * F), GE_GELU_TANH, NULL);
         break;
-    case EW_ADD_SCALE: /* x = (x + a) * layer_output_scale */
-        for (size_t i = t0 * H; i < (t0 + rows) * H; i++)
-            b->x[i] = (b->x[i] + b->a[i]) * l->out_scale;
+    case RS_MLP_OUT:
+        kern->rmsnorm(a, (int64_t)rows, (int64_t)H, j->w0, eps);
+        kern->axpy(x, a, (int64_t)(rows * H), 1.0f);
+        break;
+    case RS_PLE_IN: {
+        const float s = 1.0f / sqrtf((float)H);
+        float *ple = b->ple + r * P;
+        for (size_t i = 0; i < rows * P; i++)
+            ple[i] *= s;
+        kern->rmsnorm(ple, (int64_t)rows, (int64_t)P, j->w0, eps);
+        break;
+    }
+    case RS_GELU_PLE:
+        kern->act_mul(b->g + r * P, b->ple + r * P, (int64_t)(rows * P), GE_GELU_TANH, NULL);
+        break;
+    case RS_PLE_OUT:
+        kern->rmsnorm(a, (int64_t)rows, (int64_t)H, j->w0, eps);
+        for (size_t i = 0; i < rows * H; i++)
+            x[i] = (x[i] + a[i]) * l->out_scale;
         break;
     }
 }
 
-static void elementwise(ge_model *m, ew_kind kind, ge_wave_ws *b, const ge_layer *l, int c0,
-                        int n)
+static void row_task(void *ctx, int64_t task, int worker)
 {
-    ew_job j = {m, kind, b, l, c0, n};
-    ge_parallel(&m->cx, (n + EW_TOKENS - 1) / EW_TOKENS, 0, ew_task, &j);
+    const row_job *j = ctx;
+    const int r0 = (int)task * ROW_TOKENS, r1 = r0 + ROW_TOKENS < j->n ? r0 + ROW_TOKENS : j->n;
+    for (int r = r0; r < r1; r += ROW_SUB) {
+        const int rows = r1 - r < ROW_SUB ? r1 - r : ROW_SUB;
+        row_group(j, (size_t)(j->c0 + r), (size_t)r, (size_t)rows);
+    }
+}
+
+/* Tokens [c0, c0 + n) through a group; w0, w1: its norm weights (NULL where it has fewer). */
+static void row_steps(ge_model *m, row_step step, ge_wave_ws *b, const ge_layer *l, int c0,
+                      int n, const ge_tensor *w0, const ge_tensor *w1)
+{
+    row_job j = {m, step, b, l, NULL, NULL, c0, n};
+    if (w0)
+        ge_tensor_row(w0, 0, b->w), j.w0 = b->w;
+    if (w1)
+        ge_tensor_row(w1, 0, b->w + b->w_len), j.w1 = b->w + b->w_len;
+    const double t0 = ge_now();
+    ge_parallel(&m->cx, (n + ROW_TOKENS - 1) / ROW_TOKENS, 0, row_task, &j);
+    /* the groups with a norm count as "norm" in --bench, the GELU ones as "other" */
+    if (step != RS_GELU_MUL && step != RS_GELU_PLE)
+        ge_compute_count(&m->cx, GE_OP_NORM, t0, 0);
 }
 
 /* ---- one layer ---------------------------------------------------------------------------- */
@@ -276,68 +341,56 @@ static ge_status chunk_forward(ge_model *m, const ge_layer *l, int c0, int n,
     float *x = b->x + (size_t)c0 * H, *a = b->a + (size_t)c0 * H;
     ge_status st;
 
-    /* attention branch: a = post_norm(o_proj(attn(rope(q_norm(q)), keys, values))) */
+    /* attention branch: a = o_proj(attn(rope(q_norm(q)), keys, values)), post-normed below */
     ge_linear_out q[] = {{&l->wq, b->q}};
     if ((st = ge_linear_many(&m->cx, a, n, q, 1, err)))
         return st;
-    norm_rows(m, b->q, (int64_t)n * nh, d, &l->q_norm, b->w);
-    elementwise(m, EW_ROPE_Q, b, l, c0, n);
+    row_steps(m, RS_Q, b, l, c0, n, &l->q_norm, NULL);
     ge_attn_args args = {b->q, b->k, b->v, b->o, (int64_t)nh * d, (int64_t)nkv * d,
                          (int64_t)nh * d, nh, nkv, d, 1.0f, b->lo[type] + c0, b->hi[type] + c0};
     ge_attention(&m->cx, &args, n, planes ? b->planes : NULL);
     ge_linear_out o_proj[] = {{&l->wo, a}};
     if ((st = ge_linear_many(&m->cx, b->o, n, o_proj, 1, err)))
         return st;
-    norm_rows(m, a, n, H, &l->post_attn_norm, b->w);
-    elementwise(m, EW_ADD, b, l, c0, n);
 
-    /* MLP branch: post_norm(down(gelu(gate(u)) * up(u))), u = pre_norm(x) */
-    memcpy(a, x, (size_t)n * H * sizeof(float));
-    norm_rows(m, a, n, H, &l->ffn_norm, b->w);
+    /* residual, then the MLP branch: post_norm(down(gelu(gate(u)) * up(u))), u = pre_norm(x) */
+    row_steps(m, RS_ATTN_OUT, b, l, c0, n, &l->post_attn_norm, &l->ffn_norm);
     ge_linear_out gate_up[] = {{&l->w_gate, b->g}, {&l->w_up, b->u}};
     if ((st = ge_linear_many(&m->cx, a, n, gate_up, 2, err)))
         return st;
-    elementwise(m, EW_GELU_MUL, b, l, c0, n);
+    row_steps(m, RS_GELU_MUL, b, l, c0, n, NULL, NULL);
     ge_linear_out down[] = {{&l->w_down, a}};
     if ((st = ge_linear_many(&m->cx, b->g, n, down, 1, err)))
         return st;
-    norm_rows(m, a, n, H, &l->post_ffn_norm, b->w);
-    elementwise(m, EW_ADD, b, l, c0, n);
+    row_steps(m, RS_MLP_OUT, b, l, c0, n, &l->post_ffn_norm, NULL);
 
     /* PLE block: post_norm(proj(gelu(gate(x)) * ple)), ple = norm(e0 W_ple[li]^T / sqrt(H)) */
     ge_linear_out ple_in[] = {{&l->ple_in, b->ple}};
     if ((st = ge_linear_many(&m->cx, b->e0 + (size_t)c0 * H, n, ple_in, 1, err)))
         return st;
-    const float ple_scale = 1.0f / sqrtf((float)H);
-    for (size_t i = 0; i < (size_t)n * hp->n_ple; i++)
-        b->ple[i] *= ple_scale;
-    norm_rows(m, b->ple, n, hp->n_ple, &m->ple_norm, b->w);
+    row_steps(m, RS_PLE_IN, b, l, c0, n, &m->ple_norm, NULL);
     ge_linear_out ple_gate[] = {{&l->ple_gate, b->g}};
     if ((st = ge_linear_many(&m->cx, x, n, ple_gate, 1, err)))
         return st;
-    elementwise(m, EW_GELU_PLE, b, l, c0, n);
+    row_steps(m, RS_GELU_PLE, b, l, c0, n, NULL, NULL);
     ge_linear_out ple_proj[] = {{&l->ple_proj, a}};
     if ((st = ge_linear_many(&m->cx, b->g, n, ple_proj, 1, err)))
         return st;
-    norm_rows(m, a, n, H, &l->ple_post_norm, b->w);
-    elementwise(m, EW_ADD_SCALE, b, l, c0, n);
+    row_steps(m, RS_PLE_OUT, b, l, c0, n, &l->ple_post_norm, NULL);
     return GE_OK;
 }
 
 static ge_status layer_forward(ge_model *m, const ge_layer *l, int T, ge_wave_ws *b,
                                ge_err *err)
 {
-    const int H = m->hp.n_embd, d = l->head_dim, nkv = l->n_kv;
+    const int d = l->head_dim, nkv = l->n_kv;
     ge_status st;
     /* the whole wave's keys and values: every chunk's queries read them */
-    memcpy(b->a, b->x, (size_t)T * H * sizeof(float));
-    norm_rows(m, b->a, T, H, &l->attn_norm, b->w);
+    row_steps(m, RS_PRE_ATTN, b, l, 0, T, &l->attn_norm, NULL);
     ge_linear_out kv[] = {{&l->wk, b->k}, {&l->wv, b->v}};
     if ((st = ge_linear_many(&m->cx, b->a, T, kv, 2, err)))
         return st;
-    norm_rows(m, b->k, (int64_t)T * nkv, d, &l->k_norm, b->w);
-    norm_rows(m, b->v, (int64_t)T * nkv, d, NULL, b->w);
-    elementwise(m, EW_ROPE_K, b, l, 0, T);
+    row_steps(m, RS_KV, b, l, 0, T, &l->k_norm, NULL);
     const int type = l->sliding ? 0 : 1;
     const ge_attn_args keys = {NULL, b->k, b->v, NULL, 0, (int64_t)nkv * d, 0, m->hp.n_head,
                                nkv, d, 1.0f, b->lo[type], b->hi[type]};
