@@ -202,9 +202,10 @@ static void norm_rows(ge_model *m, float *x, int64_t rows, int n, const ge_tenso
 
 /* The per-token steps between a layer's matrix products, fused in groups: a task takes its
  * tokens' rows through every step of a group while they sit in L1, one parallel region per
- * group instead of one per step (9 calls per chunk and layer where there were 13 and two
- * serial loops: PERF.md "the per-token steps fused in groups"). Each token row is computed on its own and each step does the arithmetic
- * it did alone, so the result depends neither on the split nor on the fusion. Wave rows
+ * group instead of one per step (7 calls per chunk and layer where there were 12 and two
+ * serial loops: PERF.md "the per-token steps fused in groups"). Each token row is computed
+ * on its own and each step does the arithmetic it did alone, so the result depends neither
+ * on the split nor on the fusion. Wave rows
  * (x, a, k, v) are indexed by token, chunk rows (q, g, u, ple) from 0. */
 typedef enum {
     RS_PRE_ATTN, /* a = attn_norm(x) */
