@@ -26,7 +26,7 @@ void ge_q8_fill(ge_kern *k, ge_tier tier)
         k->q8_pack = ge_q8_g8_pack;
         k->q8_quantize = ge_q8_avx2_quantize;
         k->q8_gemm = ge_q8_avx2_gemm;
-        k->q8_gemm_wide = NULL;
+        k->q8_gemm_wide = ge_q8_avx2_gemm_wide;
         break;
     case GE_TIER_AVXVNNI:
         k->q8_row_group = 8;
@@ -34,7 +34,7 @@ void ge_q8_fill(ge_kern *k, ge_tier tier)
         k->q8_pack = ge_q8_g8b_pack;
         k->q8_quantize = ge_q8_avx2_quantize;
         k->q8_gemm = ge_q8_avxvnni_gemm;
-        k->q8_gemm_wide = NULL;
+        k->q8_gemm_wide = ge_q8_avxvnni_gemm_wide;
         break;
     case GE_TIER_AVX512:
         k->q8_row_group = 16;
@@ -74,7 +74,7 @@ int ge_q8_fill_evex256(ge_kern *k)
 #if defined(__x86_64__)
     ge_q8_fill(k, GE_TIER_AVXVNNI);
     k->q8_gemm = ge_q8_evex256_gemm;
-    k->q8_gemm_wide = NULL;
+    k->q8_gemm_wide = ge_q8_evex256_gemm_wide;
     return 1;
 #else
     (void)k;

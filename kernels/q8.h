@@ -28,8 +28,8 @@
  * per span p = +0.0f, p = p + (float)isum * dw for its 4 blocks in order, then acc = acc +
  * p * da; spans in order. One multiply per block where the Q8_0 rule needs two (dw * da
  * differs per block and token): on AMD Zen 4 a zmm multiply takes a vpdpbusd's pipe slot, so
- * the cap goes from 8 / 10 to 8 / 9.25 of the VNNI peak. Implemented by scalar (the oracle)
- * and avx512. */
+ * the cap goes from 8 / 10 to 8 / 9.25 of the VNNI peak. Implemented by every x86 tier and
+ * the scalar oracle (the ARM tiers keep the Q8_0 rule: the media towers fall back to it). */
 #ifndef GE_Q8_H
 #define GE_Q8_H
 
@@ -69,12 +69,21 @@ void ge_q8_g16b_pack(const void *src, int64_t rows, int64_t cols, void *dst, int
 void ge_q8_avx2_quantize(const float *x, int64_t ldx, int64_t t0, int64_t t1, ge_q8_act *act);
 void ge_q8_avx2_gemm(const void *packed, int64_t rows, int64_t cols, const ge_q8_act *act,
                      int64_t t0, int64_t t1, int64_t r0, int64_t r1, float *y, int64_t ldy);
+void ge_q8_avx2_gemm_wide(const void *packed, int64_t rows, int64_t cols, const ge_q8_act *act,
+                          int64_t t0, int64_t t1, int64_t r0, int64_t r1, float *y,
+                          int64_t ldy);
 /* q8_avxvnni.c */
 void ge_q8_avxvnni_gemm(const void *packed, int64_t rows, int64_t cols, const ge_q8_act *act,
                         int64_t t0, int64_t t1, int64_t r0, int64_t r1, float *y, int64_t ldy);
+void ge_q8_avxvnni_gemm_wide(const void *packed, int64_t rows, int64_t cols,
+                             const ge_q8_act *act, int64_t t0, int64_t t1, int64_t r0,
+                             int64_t r1, float *y, int64_t ldy);
 /* q8_evex256.c: the avxvnni algorithm compiled with EVEX (AVX-512 VNNI + VL) encodings */
 void ge_q8_evex256_gemm(const void *packed, int64_t rows, int64_t cols, const ge_q8_act *act,
                         int64_t t0, int64_t t1, int64_t r0, int64_t r1, float *y, int64_t ldy);
+void ge_q8_evex256_gemm_wide(const void *packed, int64_t rows, int64_t cols,
+                             const ge_q8_act *act, int64_t t0, int64_t t1, int64_t r0,
+                             int64_t r1, float *y, int64_t ldy);
 /* q8_avx512.c */
 void ge_q8_avx512_quantize(const float *x, int64_t ldx, int64_t t0, int64_t t1, ge_q8_act *act);
 void ge_q8_avx512_gemm(const void *packed, int64_t rows, int64_t cols, const ge_q8_act *act,

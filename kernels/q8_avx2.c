@@ -6,8 +6,9 @@
  * every row. maddubs needs an unsigned operand and saturates int16 pairs, so it multiplies
  * |w| (u8, up to 128) by sign(a, w) (|a| <= 127, the quantiser never emits -128): each pair
  * is at most 2 * 128 * 127 = 32512, no saturation; madd with ones widens to int32. Per block
- * the exact int32 sum goes through the common fp32 rule acc = acc + (float)isum * (dw * da)
- * (kernels/q8.h), so results are bit-identical to the scalar tier. */
+ * the exact int32 sum goes through the common fp32 rule acc = acc + (float)isum * (dw * da),
+ * or for q8_gemm_wide the wide rule (p = p + (float)isum * dw over a span of 4 blocks, then
+ * acc = acc + p * da; kernels/q8.h), so results are bit-identical to the scalar tier. */
 #include <immintrin.h>
 #include <string.h>
 
@@ -81,20 +82,26 @@ void ge_q8_avx2_quantize(const float *x, int64_t ldx, int64_t t0, int64_t t1, ge
 
 /* ---- GEMM ---------------------------------------------------------------------------- */
 
-/* y rows [o, o + nrow) of tokens [t, t + n) over all nb blocks of one row group. n is a
- * compile-time constant at each call site (the tile is specialised per n), and every token's
- * sums follow the same instruction sequence whatever n is. */
-static inline __attribute__((always_inline)) void tile(const int n, const uint8_t *gp,
-                                                       int64_t nb, const int8_t *a, int64_t lda,
+/* y rows [o, o + nrow) of tokens [t, t + n) over all nb blocks of one row group, by the
+ * Q8_0 rule or (wide; nb a multiple of GE_Q8_WIDE) the wide rule. n and wide are compile-time
+ * constants at each call site (the tile is specialised per n), and every token's sums follow
+ * the same instruction sequence whatever n is. */
+static inline __attribute__((always_inline)) void tile(const int n, const int wide,
+                                                       const uint8_t *gp, int64_t nb,
+                                                       const int8_t *a, int64_t lda,
                                                        const float *da, float *y, int64_t ldy,
                                                        int nrow, const uint8_t *pf)
 {
     const __m256i ones = _mm256_set1_epi16(1);
-    __m256 f[NT];
+    __m256 f[NT], p[NT];
 #pragma GCC unroll 16
     for (int i = 0; i < NT; i++)
-        f[i] = _mm256_setzero_ps();
-    for (int64_t b = 0; b < nb; b++) {
+        f[i] = p[i] = _mm256_setzero_ps();
+    const int step = wide ? GE_Q8_WIDE : 1;
+    for (int64_t b0 = 0; b0 < nb; b0 += step)
+#pragma GCC unroll 4
+    for (int bb = 0; bb < step; bb++) {
+        const int64_t b = b0 + bb;
         const uint8_t *bp = gp + b * BLK;
         const int8_t *ab = a + b * 32;
         if (pf) /* the next row group's weights, block by block */
@@ -113,8 +120,8 @@ static inline __attribute__((always_inline)) void tile(const int n, const uint8_
                 if (i >= n)
                     break;
                 __m256i av = _mm256_set1_epi32(ld32(ab + i * lda + 4 * c));
-                __m256i p = _mm256_maddubs_epi16(aw, _mm256_sign_epi8(av, w));
-                s[i] = _mm256_add_epi32(s[i], _mm256_madd_epi16(p, ones));
+                __m256i pr = _mm256_maddubs_epi16(aw, _mm256_sign_epi8(av, w));
+                s[i] = _mm256_add_epi32(s[i], _mm256_madd_epi16(pr, ones));
                 /* keep the running sum in a register: GCC may otherwise reassociate the
                  * integer adds into a tree and spill the partial products */
                 __asm__("" : "+x"(s[i]));
@@ -125,8 +132,16 @@ static inline __attribute__((always_inline)) void tile(const int n, const uint8_
         for (int i = 0; i < NT; i++) {
             if (i >= n)
                 break;
-            __m256 sc = _mm256_mul_ps(dw, _mm256_set1_ps(da[i * nb + b]));
-            f[i] = _mm256_add_ps(f[i], _mm256_mul_ps(_mm256_cvtepi32_ps(s[i]), sc));
+            if (wide) { /* p += isum * dw; at the span's end acc += p * da */
+                p[i] = _mm256_add_ps(bb == 0 ? _mm256_setzero_ps() : p[i],
+                                     _mm256_mul_ps(_mm256_cvtepi32_ps(s[i]), dw));
+                if (bb == GE_Q8_WIDE - 1)
+                    f[i] = _mm256_add_ps(f[i],
+                                         _mm256_mul_ps(p[i], _mm256_set1_ps(da[i * nb + b])));
+            } else {
+                __m256 sc = _mm256_mul_ps(dw, _mm256_set1_ps(da[i * nb + b]));
+                f[i] = _mm256_add_ps(f[i], _mm256_mul_ps(_mm256_cvtepi32_ps(s[i]), sc));
+            }
         }
     }
 #pragma GCC unroll 16
@@ -143,8 +158,11 @@ static inline __attribute__((always_inline)) void tile(const int n, const uint8_
     }
 }
 
-void ge_q8_avx2_gemm(const void *packed, int64_t rows, int64_t cols, const ge_q8_act *act,
-                     int64_t t0, int64_t t1, int64_t r0, int64_t r1, float *y, int64_t ldy)
+/* wide: the wide rule (q8.h), a compile-time constant at both entries */
+static inline __attribute__((always_inline)) void gemm(const int wide, const void *packed,
+                                                       int64_t cols, const ge_q8_act *act,
+                                                       int64_t t0, int64_t t1, int64_t r0,
+                                                       int64_t r1, float *y, int64_t ldy)
 {
     const int64_t nb = cols / 32;
     const uint8_t *pk = packed;
@@ -162,12 +180,25 @@ void ge_q8_avx2_gemm(const void *packed, int64_t rows, int64_t cols, const ge_q8
                 const uint8_t *pf =
                     te - tb > NT && t == tb && (g + 1) * G < r1 ? gp + nb * BLK : NULL;
                 switch (te - t < NT ? te - t : NT) {
-                case 1: tile(1, gp, nb, a, cols, da, yt, ldy, nrow, pf); break;
-                case 2: tile(2, gp, nb, a, cols, da, yt, ldy, nrow, pf); break;
-                case 3: tile(3, gp, nb, a, cols, da, yt, ldy, nrow, pf); break;
-                default: tile(4, gp, nb, a, cols, da, yt, ldy, nrow, pf); break;
+                case 1: tile(1, wide, gp, nb, a, cols, da, yt, ldy, nrow, pf); break;
+                case 2: tile(2, wide, gp, nb, a, cols, da, yt, ldy, nrow, pf); break;
+                case 3: tile(3, wide, gp, nb, a, cols, da, yt, ldy, nrow, pf); break;
+                default: tile(4, wide, gp, nb, a, cols, da, yt, ldy, nrow, pf); break;
                 }
             }
         }
     }
+}
+
+void ge_q8_avx2_gemm(const void *packed, int64_t rows, int64_t cols, const ge_q8_act *act,
+                     int64_t t0, int64_t t1, int64_t r0, int64_t r1, float *y, int64_t ldy)
+{
+    gemm(0, packed, cols, act, t0, t1, r0, r1, y, ldy);
+}
+
+void ge_q8_avx2_gemm_wide(const void *packed, int64_t rows, int64_t cols, const ge_q8_act *act,
+                          int64_t t0, int64_t t1, int64_t r0, int64_t r1, float *y,
+                          int64_t ldy)
+{
+    gemm(1, packed, cols, act, t0, t1, r0, r1, y, ldy);
 }

@@ -6,7 +6,9 @@
  * (signed, straight from ge_q8_act) are broadcast to the 8 rows. Each block's int32 sums are
  * seeded with -128 * act->sum[block], which cancels the bias exactly, so there is no
  * horizontal reduction and no per-token byte fix-up. Per block the sums go through the
- * common fp32 rule acc = acc + (float)isum * (dw * da) (bit-identical to the scalar tier).
+ * common fp32 rule acc = acc + (float)isum * (dw * da), or for q8_gemm_wide the wide rule
+ * (q8.h: p = p + (float)isum * dw over a span of 4 blocks, then acc = acc + p * da), both
+ * bit-identical to the scalar tier.
  *
  * This file is also compiled as kernels/q8_evex256.c with Q8V_EVEX defined: the same
  * algorithm in EVEX encoding (AVX-512 VNNI + VL), only so that it can be tested on machines
@@ -19,13 +21,16 @@
 #ifdef Q8V_EVEX
 #define DPBUSD _mm256_dpbusd_epi32
 #define GEMM ge_q8_evex256_gemm
+#define GEMM_WIDE ge_q8_evex256_gemm_wide
 #else
 #define DPBUSD _mm256_dpbusd_avx_epi32
 #define GEMM ge_q8_avxvnni_gemm
+#define GEMM_WIDE ge_q8_avxvnni_gemm_wide
 #endif
 
 #define G 8
 #define NT 4      /* tokens per register tile (of 2 row groups: 16 rows) */
+#define NTW 3     /* the same for the wide rule (its span sums take registers too) */
 #define KB 64     /* blocks per K chunk (the fp32 partial sums carry through y) */
 #define SCR 2048  /* scratch (token, block) entries: 16 KiB of stack */
 #define BLK GE_Q8_BLOCK_BYTES(G)
@@ -46,15 +51,17 @@ static inline int32_t ld32(const void *p)
 
 /* Rows [o, o + nrow) of y (ng row groups: o = g * G, nrow <= ng * G) for tokens [t, t + n),
  * blocks [kb0, kb0 + kn); first: kb0 == 0 (start from +0.0f, else continue the partial sums
- * stored in y). Two row groups share each activation broadcast. ng and n are compile-time
- * constants at each call site; each token's arithmetic is the same for any ng and n. */
-static inline __attribute__((always_inline)) void tile(const int ng, const int n,
+ * stored in y); wide: the wide rule (kn a multiple of GE_Q8_WIDE). Two row groups share each
+ * activation broadcast. ng, n and wide are compile-time constants at each call site; each
+ * token's arithmetic is the same for any ng and n. */
+static inline __attribute__((always_inline)) void tile(const int ng, const int n, const int wide,
                                                        const uint8_t *gp, int64_t gstride,
                                                        int64_t kn, const int8_t *a, int64_t lda,
                                                        const scr_t *sc, int first, float *y,
                                                        int64_t ldy, int nrow, const uint8_t *pf)
 {
-    /* the fp32 sums live in memory: VEX has 16 vector registers, all needed for the ints */
+    /* the fp32 sums live in memory: VEX has 16 vector registers, all needed for the ints
+     * (and the wide rule's span sums, which take NTW tokens per tile instead of NT) */
     float f[NT][2 * G] __attribute__((aligned(32)));
 #pragma GCC unroll 16
     for (int i = 0; i < NT; i++) {
@@ -64,7 +71,12 @@ static inline __attribute__((always_inline)) void tile(const int ng, const int n
         if (!first)
             memcpy(f[i], y + i * ldy, (size_t)nrow * sizeof(float));
     }
-    for (int64_t b = 0; b < kn; b++) {
+    __m256 p[2][NT];
+    const int step = wide ? GE_Q8_WIDE : 1;
+    for (int64_t b0 = 0; b0 < kn; b0 += step)
+#pragma GCC unroll 4
+    for (int bb = 0; bb < step; bb++) {
+        const int64_t b = b0 + bb;
         const uint8_t *bp0 = gp + b * BLK, *bp1 = bp0 + gstride;
         const int8_t *ab = a + b * 32;
         if (pf) /* the next two row groups' weights, block by block */
@@ -95,23 +107,26 @@ static inline __attribute__((always_inline)) void tile(const int ng, const int n
                     s1[i] = DPBUSD(s1[i], w1, av);
             }
         }
-        __m256 dw0 = _mm256_loadu_ps((const float *)(bp0 + 32 * G)), dw1 = dw0;
-        if (ng == 2)
-            dw1 = _mm256_loadu_ps((const float *)(bp1 + 32 * G));
+#pragma GCC unroll 2
+        for (int h = 0; h < ng; h++) {
+            const __m256 dw = _mm256_loadu_ps((const float *)((h ? bp1 : bp0) + 32 * G));
 #pragma GCC unroll 16
-        for (int i = 0; i < NT; i++) {
-            if (i >= n)
-                break;
-            __m256 da = _mm256_set1_ps(sc[b].da[i]);
-            __m256 f0 = _mm256_load_ps(f[i]);
-            __m256 p0 = _mm256_mul_ps(_mm256_cvtepi32_ps(s0[i]), _mm256_mul_ps(dw0, da));
-            f0 = _mm256_add_ps(f0, p0);
-            _mm256_store_ps(f[i], f0);
-            if (ng == 2) {
-                __m256 f1 = _mm256_load_ps(f[i] + G);
-                __m256 p1 = _mm256_mul_ps(_mm256_cvtepi32_ps(s1[i]), _mm256_mul_ps(dw1, da));
-                f1 = _mm256_add_ps(f1, p1);
-                _mm256_store_ps(f[i] + G, f1);
+            for (int i = 0; i < NT; i++) {
+                if (i >= n)
+                    break;
+                const __m256 da = _mm256_set1_ps(sc[b].da[i]);
+                const __m256 si = _mm256_cvtepi32_ps(h ? s1[i] : s0[i]);
+                float *fi = f[i] + h * G;
+                if (wide) { /* p += isum * dw; at the span's end acc += p * da */
+                    p[h][i] = _mm256_add_ps(bb == 0 ? _mm256_setzero_ps() : p[h][i],
+                                            _mm256_mul_ps(si, dw));
+                    if (bb == GE_Q8_WIDE - 1)
+                        _mm256_store_ps(fi, _mm256_add_ps(_mm256_load_ps(fi),
+                                                          _mm256_mul_ps(p[h][i], da)));
+                } else {
+                    _mm256_store_ps(fi, _mm256_add_ps(_mm256_load_ps(fi),
+                                                      _mm256_mul_ps(si, _mm256_mul_ps(dw, da))));
+                }
             }
         }
     }
@@ -125,14 +140,18 @@ static inline __attribute__((always_inline)) void tile(const int ng, const int n
 
 #define CASE(ng, k)                                                                            \
     case k:                                                                                    \
-        tile(ng, k, gp, nb * BLK, kn, a, cols, sc, first, yt, ldy, nrow, pf);                  \
+        tile(ng, k, wide, gp, nb * BLK, kn, a, cols, sc, first, yt, ldy, nrow, pf);            \
         break;
 
-void GEMM(const void *packed, int64_t rows, int64_t cols, const ge_q8_act *act, int64_t t0,
-          int64_t t1, int64_t r0, int64_t r1, float *y, int64_t ldy)
+/* wide: the wide rule (q8.h), a compile-time constant at both entries */
+static inline __attribute__((always_inline)) void gemm(const int wide, const void *packed,
+                                                       int64_t cols, const ge_q8_act *act,
+                                                       int64_t t0, int64_t t1, int64_t r0,
+                                                       int64_t r1, float *y, int64_t ldy)
 {
+    const int nt = wide ? NTW : NT;
     const int64_t nb = cols / 32, kb = nb < KB ? nb : KB;
-    const int64_t tbs = SCR / kb / NT * NT; /* tokens per cache block, >= 32 */
+    const int64_t tbs = SCR / kb / NT * nt; /* tokens per cache block (whole tiles), >= 24 */
     const uint8_t *pk = packed;
     scr_t scr[SCR / NT];
     for (int64_t tb = t0; tb < t1; tb += tbs) {
@@ -140,32 +159,50 @@ void GEMM(const void *packed, int64_t rows, int64_t cols, const ge_q8_act *act, 
         for (int64_t kb0 = 0; kb0 < nb; kb0 += kb) {
             const int64_t kn = nb - kb0 < kb ? nb - kb0 : kb;
             for (int64_t t = tb; t < te; t++) {
-                scr_t *row = scr + (t - tb) / NT * kn;
+                scr_t *row = scr + (t - tb) / nt * kn;
                 for (int64_t b = 0; b < kn; b++) {
-                    row[b].seed[(t - tb) % NT] = -128 * act->sum[t * nb + kb0 + b];
-                    row[b].da[(t - tb) % NT] = act->d[t * nb + kb0 + b];
+                    row[b].seed[(t - tb) % nt] = -128 * act->sum[t * nb + kb0 + b];
+                    row[b].da[(t - tb) % nt] = act->d[t * nb + kb0 + b];
                 }
             }
             for (int64_t g = r0 / G; g * G < r1; g += 2) {
                 const uint8_t *gp = pk + (g * nb + kb0) * BLK;
                 const int nrow = r1 - g * G < 2 * G ? (int)(r1 - g * G) : 2 * G;
-                for (int64_t t = tb; t < te; t += NT) {
+                for (int64_t t = tb; t < te; t += nt) {
                     const int8_t *a = act->qs + t * cols + kb0 * 32;
-                    const scr_t *sc = scr + (t - tb) / NT * kn;
+                    const scr_t *sc = scr + (t - tb) / nt * kn;
                     float *yt = y + t * ldy + g * G;
                     const int first = kb0 == 0;
-                    const int64_t n = te - t < NT ? te - t : NT;
+                    const int64_t n = te - t < nt ? te - t : nt;
                     /* with several tiles per group pair, the first one fetches the next
                      * pair's weights (see q8_avx512.c) */
                     const uint8_t *pf =
-                        te - tb > NT && t == tb && (g + 2) * G < r1 ? gp + 2 * nb * BLK : NULL;
+                        te - tb > nt && t == tb && (g + 2) * G < r1 ? gp + 2 * nb * BLK : NULL;
                     if (nrow > G) {
-                        switch (n) { CASE(2, 1) CASE(2, 2) CASE(2, 3) default: CASE(2, 4) }
+                        if (wide)
+                            switch (n) { CASE(2, 1) CASE(2, 2) default: CASE(2, NTW) }
+                        else
+                            switch (n) { CASE(2, 1) CASE(2, 2) CASE(2, 3) default: CASE(2, 4) }
                     } else {
-                        switch (n) { CASE(1, 1) CASE(1, 2) CASE(1, 3) default: CASE(1, 4) }
+                        if (wide)
+                            switch (n) { CASE(1, 1) CASE(1, 2) default: CASE(1, NTW) }
+                        else
+                            switch (n) { CASE(1, 1) CASE(1, 2) CASE(1, 3) default: CASE(1, 4) }
                     }
                 }
             }
         }
     }
+}
+
+void GEMM(const void *packed, int64_t rows, int64_t cols, const ge_q8_act *act, int64_t t0,
+          int64_t t1, int64_t r0, int64_t r1, float *y, int64_t ldy)
+{
+    gemm(0, packed, cols, act, t0, t1, r0, r1, y, ldy);
+}
+
+void GEMM_WIDE(const void *packed, int64_t rows, int64_t cols, const ge_q8_act *act,
+               int64_t t0, int64_t t1, int64_t r0, int64_t r1, float *y, int64_t ldy)
+{
+    gemm(1, packed, cols, act, t0, t1, r0, r1, y, ldy);
 }
