@@ -60,8 +60,8 @@ static inline __attribute__((always_inline)) void tile(const int ng, const int n
                                                        const scr_t *sc, int first, float *y,
                                                        int64_t ldy, int nrow, const uint8_t *pf)
 {
-    /* the fp32 sums live in memory: VEX has 16 vector registers, all needed for the ints
-     * (and the wide rule's span sums, which take NTW tokens per tile instead of NT) */
+    /* the fp32 sums live in memory: VEX has 16 vector registers, all needed for the int32
+     * sums (the wide rule's span sums p take registers too, so its tiles hold NTW tokens) */
     float f[NT][2 * G] __attribute__((aligned(32)));
 #pragma GCC unroll 16
     for (int i = 0; i < NT; i++) {
