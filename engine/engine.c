@@ -107,10 +107,22 @@ int ge_model_threads(const ge_model *m) { return m->cx.threads; }
 
 void ge_model_stats(const ge_model *m, ge_stats *out) { *out = m->cx.stats; }
 
+/* A peak is the best rate the loop reaches: the best of three short runs, since one run that
+ * meets a host's noisy moment (seen as 13 against 18-19 GMAC/s) makes kernels exceed it. */
+static double best_of_3(double (*loop)(double), double seconds)
+{
+    double best = 0.0;
+    for (int i = 0; loop && i < 3; i++) {
+        const double r = loop(seconds / 3);
+        best = r > best ? r : best;
+    }
+    return best;
+}
+
 void ge_model_peak(const ge_model *m, double seconds, double *int8, double *fp32)
 {
-    *int8 = m->cx.kern->peak_int8 ? m->cx.kern->peak_int8(seconds) : 0.0;
-    *fp32 = m->cx.kern->peak_fp32 ? m->cx.kern->peak_fp32(seconds) : 0.0;
+    *int8 = best_of_3(m->cx.kern->peak_int8, seconds);
+    *fp32 = best_of_3(m->cx.kern->peak_fp32, seconds);
 }
 void ge_model_stats_reset(ge_model *m) { memset(&m->cx.stats, 0, sizeof m->cx.stats); }
 

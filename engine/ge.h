@@ -623,7 +623,8 @@ double ge_now(void);
 void ge_model_stats(const ge_model *m, ge_stats *out);
 void ge_model_stats_reset(ge_model *m);
 /* This machine's measured peak for the model's tier, one thread, in GMAC/s: the int8 dot
- * instruction (0 when the tier has none) and fp32 FMA. Takes about 2 x seconds. */
+ * instruction (0 when the tier has none) and fp32 FMA, each the best of three runs of
+ * seconds / 3. Takes about 2 x seconds. */
 void ge_model_peak(const ge_model *m, double seconds, double *int8, double *fp32);
 /* The weight types of one model file (the text model's or an mmproj's): per type its
  * matrices (tensors of 2 or more dims) and their bytes, and the kernel that multiplies by
