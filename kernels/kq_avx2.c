@@ -16,10 +16,14 @@
  * each code byte, a 16-bit shift by at most 4 that keeps it in its byte). A pair is at most
  * 2 * 31 * 127 = 7874, so only 4 chunks add up in int16 (<= 31496): two madds per sub-block.
  *
- * Q6_K: the 6-bit codes are rebuilt from the low-nibble and high-bit planes, made signed
- * (c = u - 32, |c| <= 32) and multiplied as maddubs(|c|, sign(a, c)) (Q8_0's trick): a pair
- * is at most 2 * 32 * 127 = 8128, so a 16-value sub-block's 4 chunks add up in int16
- * (<= 32512) before one madd with the row's int8 scale.
+ * Q6_K: the unsigned 6-bit codes u (0..63, the code c = u - 32) are rebuilt from the
+ * low-nibble and high-bit planes and go to maddubs as they are (a pair is at most 2 * 63 *
+ * 127 = 16002, no saturation). A 16-value sub-block's 4 chunks add up in int16 from a seed of
+ * -32 x the activations each int16 half covers, so each half ends at sum c * a over its 8
+ * values (|.| <= 8 * 32 * 127 = 32512) before one madd with the row's int8 scale; the sums on
+ * the way may wrap, which vpaddw does exactly modulo 2^16, so the end is exact. (Before: c
+ * made signed and multiplied as maddubs(|c|, sign(a, c)), two more operations per chunk and
+ * a sign per token: 30% slower on a Zen 1, PERF.md.)
  *
  * IQ4_XS: the nibble indices are looked up (vpshufb) into the signed table values v
  * (-127..113) and multiplied as maddubs(|v|, sign(a, v)): a pair reaches 2 * 127 * 127 =
@@ -92,11 +96,13 @@ static inline __m256i pair16s(const uint8_t *p)
  *   Q4_K, Q5_K: 4 words, (asum_2q, asum_2q+1) as int16 pairs (|asum| <= 4064);
  *   Q2_K: 8 words, (asum16_2q, asum16_2q+1) as int16 pairs;
  *   Q3_K: 16 words, the sub-blocks' seeds -4 x asum16 in the low int16 half;
- *   Q6_K, IQ4_XS: none. */
+ *   Q6_K: 16 words, the sub-blocks' seeds -32 x (the sum of values 4c, 4c + 1 | 4c + 2,
+ *   4c + 3 over its chunks c) in the low | high int16 half (|.| <= 32 * 8 * 127 = 32512);
+ *   IQ4_XS: none. */
 static inline int scr_ne(uint32_t type)
 {
     switch (type) {
-    case GE_T_Q3_K: return 16;
+    case GE_T_Q3_K: case GE_T_Q6_K: return 16;
     case GE_T_Q2_K: return 8;
     case GE_T_Q4_K: case GE_T_Q5_K: return 4;
     default: return 0;
@@ -265,7 +271,6 @@ static inline __attribute__((always_inline)) void tile6(const int n, const uint8
                                                         int nrow)
 {
     const __m256i low = _mm256_set1_epi8(0x0f), top = _mm256_set1_epi8(0x30);
-    const __m256i bias = _mm256_set1_epi8(32);
     __m256 f[NT];
     LOAD_F(f, n, first, y, ldy, nrow)
     for (int64_t s = 0; s < kn; s++) {
@@ -282,7 +287,7 @@ static inline __attribute__((always_inline)) void tile6(const int n, const uint8
             __m256i acc[NT];
 #pragma GCC unroll 16
             for (int i = 0; i < NT; i++)
-                acc[i] = _mm256_setzero_si256();
+                acc[i] = _mm256_set1_epi32(e[SW(GE_T_Q6_K, i, j)]);
 #pragma GCC unroll 4
             for (int c = 4 * q; c < 4 * q + 4; c++) {
                 const __m256i l = _mm256_loadu_si256((const __m256i *)(bp + 4 * G * (8 * p + c)));
@@ -295,15 +300,13 @@ static inline __attribute__((always_inline)) void tile6(const int n, const uint8
                 const __m256i u = _mm256_or_si256(
                     _mm256_and_si256(h ? _mm256_srli_epi16(l, 4) : l, low),
                     _mm256_and_si256(hb2, top));
-                const __m256i cv = _mm256_sub_epi8(u, bias), ac = _mm256_abs_epi8(cv);
 #pragma GCC unroll 16
                 for (int i = 0; i < NT; i++) {
                     if (i >= n)
                         break;
                     const int off = 64 * p + 32 * h + 4 * c;
                     __m256i av = _mm256_set1_epi32(ld32(as + i * lda + off));
-                    acc[i] = _mm256_add_epi16(acc[i],
-                                              _mm256_maddubs_epi16(ac, _mm256_sign_epi8(av, cv)));
+                    acc[i] = _mm256_add_epi16(acc[i], _mm256_maddubs_epi16(u, av));
                 }
             }
             __m256i sv = _mm256_cvtepi8_epi32(_mm_loadl_epi64((const __m128i *)(sc + j * G)));
@@ -321,7 +324,7 @@ static inline __attribute__((always_inline)) void tile6(const int n, const uint8
         for (int i = 0; i < NT; i++) {
             if (i >= n)
                 break;
-            const __m256 vda = bcast_f32(e + SW(GE_T_Q6_K, i, 0));
+            const __m256 vda = bcast_f32(e + SW(GE_T_Q6_K, i, 16));
             f[i] = _mm256_add_ps(f[i], _mm256_mul_ps(_mm256_cvtepi32_ps(isum[i]),
                                                      _mm256_mul_ps(d, vda)));
         }
@@ -480,7 +483,19 @@ static void fill_scr(uint32_t type, const ge_q8_act *act, int64_t tb, int64_t te
             int32_t *e = row + s * es;
             const int32_t *s32 = act->sum + t * nb32 + (s0 + s) * 8;
             const int32_t *s16 = act->sum16 ? act->sum16 + t * 2 * nb32 + (s0 + s) * 16 : NULL;
-            if (ne == 16) { /* Q3_K: the seeds -4 x asum16 in the low int16 half */
+            if (type == GE_T_Q6_K) { /* sub-block j = values [16 j, 16 j + 16) */
+                const int8_t *x = act->qs + t * act->cols + (s0 + s) * GE_QK_K;
+                const __m256i ones = _mm256_set1_epi8(1);
+                for (int j = 0; j < 16; j += 2) { /* one 128-bit lane per sub-block */
+                    __m256i v = _mm256_maddubs_epi16(
+                        ones, _mm256_loadu_si256((const __m256i *)(x + 16 * j)));
+                    v = _mm256_add_epi16(v, _mm256_shuffle_epi32(v, 0x4e));
+                    v = _mm256_add_epi16(v, _mm256_shuffle_epi32(v, 0xb1));
+                    v = _mm256_sub_epi16(_mm256_setzero_si256(), _mm256_slli_epi16(v, 5));
+                    e[j] = _mm256_extract_epi32(v, 0);
+                    e[j + 1] = _mm256_extract_epi32(v, 4);
+                }
+            } else if (ne == 16) { /* Q3_K: the seeds -4 x asum16 in the low int16 half */
                 for (int k = 0; k < 16; k += 8) {
                     const __m256i v = _mm256_loadu_si256((const __m256i *)(s16 + k));
                     _mm256_storeu_si256((__m256i *)(e + k),
