@@ -23,7 +23,7 @@
  * values (|.| <= 8 * 32 * 127 = 32512) before one madd with the row's int8 scale; the sums on
  * the way may wrap, which vpaddw does exactly modulo 2^16, so the end is exact. (Before: c
  * made signed and multiplied as maddubs(|c|, sign(a, c)), two more operations per chunk and
- * a sign per token: 30% slower on a Zen 1, PERF.md.)
+ * a sign per token; this is 1.24x faster on a Zen 1, PERF.md.)
  *
  * IQ4_XS: the nibble indices are looked up (vpshufb) into the signed table values v
  * (-127..113) and multiplied as maddubs(|v|, sign(a, v)): a pair reaches 2 * 127 * 127 =
