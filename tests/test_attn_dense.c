@@ -75,6 +75,13 @@ static problem make(int64_t n, int nh, int nkv, int d, float amp)
     return p;
 }
 
+/* How far a kernel's error against fp64 may exceed the oracle's: 2x; for heads of 256 and
+ * more, 2 sqrt(8)x. There the scores' rounding dominates, and a kernel's q.k is one fma chain
+ * over d where the oracle's is eight chains of d / 8: sqrt(8) times the random-walk error.
+ * (Measured on d = 512, 790 rows: 2.9x the oracle's, 1.22e-5 against 4.2e-6, with the data a
+ * machine with only the avx2 tier draws; 2x held for the data of a machine with more tiers.) */
+static double err_factor(int d) { return d >= 256 ? 2.0 * sqrt(8.0) : 2.0; }
+
 static void drop(problem *p) { free(p->q), free(p->k), free(p->v), free(p->lo), free(p->hi); }
 
 static ge_attn_args args_of(const problem *p, float *o)
@@ -277,9 +284,10 @@ static void kernel_case(int64_t n, int nh, int nkv, int d)
         const ge_kern *k = tiers[u];
         float *o0 = run_kernel(k, &p, &P, 0);
         const double e = err_truth(&p, o0, t), r = err_rel(&p, o0, os);
-        snprintf(name, sizeof name, "%s n=%lld %d/%d d=%d: within 2x the oracle's error of fp64, "
-                 "rel. difference to the oracle < 2e-5", k->name, (long long)n, nh, nkv, d);
-        check(e <= 2 * es + 1e-6 && r < 2e-5, name, "max error %.3g (oracle %.3g), rel %.3g", e,
+        snprintf(name, sizeof name, "%s n=%lld %d/%d d=%d: within %.2gx the oracle's error of "
+                 "fp64, rel. difference to the oracle < 2e-5", k->name, (long long)n, nh, nkv, d,
+                 err_factor(d));
+        check(e <= err_factor(d) * es + 1e-6 && r < 2e-5, name, "max error %.3g (oracle %.3g), rel %.3g", e,
               es, r);
         fprintf(report, "  %s %.3g (rel to oracle %.2g)", k->name, e, r);
         int ok = 1;
@@ -450,9 +458,9 @@ static void ranged_case(const int *len, int nrec, int radius, int nh, int nkv, i
         float *o0 = run_kernel(k, &p, &P, 0);
         const double e = err_truth(&p, o0, t), r = err_rel(&p, o0, os);
         fprintf(report, "  %s %.3g (rel to oracle %.2g)", k->name, e, r);
-        snprintf(name, sizeof name, "%s %s: within 2x the oracle's error of fp64, rel. "
-                 "difference to the oracle < 2e-5", k->name, shape);
-        check(e <= 2 * es + 1e-6 && r < 2e-5, name, "max error %.3g (oracle %.3g), rel %.3g", e,
+        snprintf(name, sizeof name, "%s %s: within %.2gx the oracle's error of fp64, rel. "
+                 "difference to the oracle < 2e-5", k->name, shape, err_factor(d));
+        check(e <= err_factor(d) * es + 1e-6 && r < 2e-5, name, "max error %.3g (oracle %.3g), rel %.3g", e,
               es, r);
         int ok = 1;
         for (int sp = 1; sp <= 2; sp++) {

@@ -17,7 +17,7 @@ if ! command -v "$cc" >/dev/null 2>&1; then
     exit 1
 fi
 log="$OUT/fuzz-build.log"
-if ! $MAKE --no-print-directory fuzz-build FUZZ_CC="$cc" >"$log" 2>&1; then
+if ! $MAKE -j2 --no-print-directory fuzz-build FUZZ_CC="$cc" >"$log" 2>&1; then
     echo "FAIL: fuzz: building the targets with $cc failed (libclang-rt-14-dev missing?):" \
         "$(grep -m1 -iE 'error|cannot find' "$log")"
     exit 1
