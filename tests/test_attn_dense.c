@@ -283,11 +283,11 @@ static void kernel_case(int64_t n, int nh, int nkv, int d)
     for (int u = 0; u < ntiers; u++) {
         const ge_kern *k = tiers[u];
         float *o0 = run_kernel(k, &p, &P, 0);
-        const double e = err_truth(&p, o0, t), r = err_rel(&p, o0, os);
+        const double e = err_truth(&p, o0, t), r = err_rel(&p, o0, os), f = err_factor(d);
         snprintf(name, sizeof name, "%s n=%lld %d/%d d=%d: within %.2gx the oracle's error of "
                  "fp64, rel. difference to the oracle < 2e-5", k->name, (long long)n, nh, nkv, d,
-                 err_factor(d));
-        check(e <= err_factor(d) * es + 1e-6 && r < 2e-5, name, "max error %.3g (oracle %.3g), rel %.3g", e,
+                 f);
+        check(e <= f * es + 1e-6 && r < 2e-5, name, "max error %.3g (oracle %.3g), rel %.3g", e,
               es, r);
         fprintf(report, "  %s %.3g (rel to oracle %.2g)", k->name, e, r);
         int ok = 1;
@@ -456,11 +456,11 @@ static void ranged_case(const int *len, int nrec, int radius, int nh, int nkv, i
         if (!k->attn_dense_ranges)
             continue;
         float *o0 = run_kernel(k, &p, &P, 0);
-        const double e = err_truth(&p, o0, t), r = err_rel(&p, o0, os);
+        const double e = err_truth(&p, o0, t), r = err_rel(&p, o0, os), f = err_factor(d);
         fprintf(report, "  %s %.3g (rel to oracle %.2g)", k->name, e, r);
         snprintf(name, sizeof name, "%s %s: within %.2gx the oracle's error of fp64, rel. "
-                 "difference to the oracle < 2e-5", k->name, shape, err_factor(d));
-        check(e <= err_factor(d) * es + 1e-6 && r < 2e-5, name, "max error %.3g (oracle %.3g), rel %.3g", e,
+                 "difference to the oracle < 2e-5", k->name, shape, f);
+        check(e <= f * es + 1e-6 && r < 2e-5, name, "max error %.3g (oracle %.3g), rel %.3g", e,
               es, r);
         int ok = 1;
         for (int sp = 1; sp <= 2; sp++) {
