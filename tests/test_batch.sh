@@ -41,13 +41,16 @@ done
 M=(-m "$MODEL")
 cd "$T" || exit 1
 
-# a few thousand records: texts of 1-40 words, every 97th line invalid JSON
-"$PY" - <<'EOF'
-import json, random
+# N records: texts of 1-40 words, every 97th line invalid JSON (under the sanitizers a
+# quarter as many: each of the ~25 runs over them took 11x the release build's time there)
+N=2000
+[ "$SAN" -eq 1 ] && N=500
+"$PY" - "$N" <<'EOF'
+import json, random, sys
 r = random.Random(7)
 words = "alpha beta gamma delta epsilon zeta eta theta iota kappa lambda mu".split()
 with open("in.jsonl", "w") as f, open("good.jsonl", "w") as g:
-    for i in range(2000):
+    for i in range(int(sys.argv[1])):
         if i % 97 == 5:
             f.write('{"id": "broken%d", "text": \n' % i)
             continue
@@ -110,9 +113,9 @@ fi
 
 # ---- resume details ----------------------------------------------------------------------
 
-# a run that got 800 records to its checkpoint, then half a line more before it died (the
-# first 800 records as in.jsonl elsewhere: error records name their input)
-mkdir part && head -n 800 in.jsonl >part/in.jsonl
+# a run that got 40% of the records to its checkpoint, then half a line more before it died
+# (those records as in.jsonl elsewhere: error records name their input)
+mkdir part && head -n $((N * 2 / 5)) in.jsonl >part/in.jsonl
 (cd part && "$BIN" "${M[@]}" -o ../torn.jsonl in.jsonl 2>/dev/null)
 head -c 1234 ref.jsonl >>torn.jsonl
 "$BIN" "${M[@]}" --resume -o torn.jsonl in.jsonl 2>/dev/null
@@ -124,7 +127,7 @@ cp ref.npy.err done.npy.err
 same "--resume on a finished output changes nothing" done.npy ref.npy done.npy.ids.jsonl ref.npy.ids.jsonl
 
 # a cron job over a growing input: the second run only embeds the appended records
-head -n 800 in.jsonl >grow.jsonl
+head -n $((N * 2 / 5)) in.jsonl >grow.jsonl
 "$BIN" "${M[@]}" --resume -o grow.f32 grow.jsonl 2>/dev/null
 cat in.jsonl >grow.jsonl
 "$BIN" "${M[@]}" --resume -o grow.f32 grow.jsonl 2>/dev/null
@@ -218,13 +221,13 @@ same "--shard with --resume" rs2.jsonl rs.jsonl
 # the README's GNU parallel example (records carry their ids: line numbers are per block)
 "$BIN" "${M[@]}" good.jsonl >good.ref 2>/dev/null
 if command -v parallel >/dev/null; then
-    parallel --pipepart -a good.jsonl --block 100k -k "$BIN" -m "$MODEL" >par.jsonl 2>par.err
+    parallel --pipepart -a good.jsonl --block $((N / 20))k -k "$BIN" -m "$MODEL" >par.jsonl 2>par.err
     same "GNU parallel --pipepart -k: 3+ blocks recombined = one run" par.jsonl good.ref
 else
     fail "GNU parallel" "parallel is not installed (Debian package parallel)"
 fi
 
-head -n 300 good.jsonl >small.jsonl
+head -n $((N * 3 / 20)) good.jsonl >small.jsonl
 # ---- progress --------------------------------------------------------------------------------
 
 "$BIN" "${M[@]}" --progress -o prog.jsonl good.jsonl 2>prog.err # ~1 s: a few updates
