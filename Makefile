@@ -128,8 +128,8 @@ test-full: tests
 # The arm64 part of CI (.ci/run; needs tools/install-deps --arm64 and the x86-64 ./gemmaembed
 # to compare with): the cross build, then under qemu the kernel tests, the ISA check, the tiny
 # text goldens at every ARM tier (golden_check: qemu's "max" CPU picks i8mm), the quantised
-# and audio goldens at one, and the byte comparison with x86-64. make test ARCH=aarch64 runs the whole suite under qemu (slow: the
-# image and video goldens take many minutes each there).
+# and audio goldens at one, and the byte comparison with x86-64. make test ARCH=aarch64 runs
+# the whole suite under qemu (slow: the image and video goldens take many minutes each there).
 ARM_CI_TESTS = test_kern test_attn_dense test_isa test_dtype test_gguf test_model test_threads \
                =golden_check =golden_tier_neon =golden_tier_dotprod \
                =quant_golden_tier_dotprod =audio_golden_tier_neon =cross_arch
