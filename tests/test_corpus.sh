@@ -29,9 +29,7 @@ case $OUT in /*) ;; *) OUT=$PWD/$OUT ;; esac
 TESTS=$PWD/tests
 W=$OUT/corpus
 
-npass=0 nfail=0
-pass() { echo "PASS: $1"; npass=$((npass + 1)); }
-fail() { echo "FAIL: $1: $2"; nfail=$((nfail + 1)); }
+. tests/lib.sh
 
 for need in "$BIN" "$MODEL"; do
     [ -e "$need" ] || { echo "FAIL: setup: $need not found"; exit 1; }
@@ -70,7 +68,7 @@ rc=$?
 "$BIN" "${M[@]}" --threads 1 --wave-tokens 0 good.jsonl >good2.out 2>/dev/null
 # each good record alone (every 4th under the sanitizers: a process each, 250 of them)
 step=1
-[ "${SAN:-0}" = 1 ] && step=4
+[ "$SAN" -eq 1 ] && step=4
 : >alone.failed
 files=(alone/*.jsonl)
 for ((i = 0; i < ${#files[@]}; i += step)); do
@@ -131,5 +129,4 @@ EOF
 [ "$lim" = ok ] && [ "$rc" -eq 0 ] && pass "token limit: 8192 tokens fit, 8193 do not (corpus: bos-8191 is too_long)" ||
     fail "token limit: 8192 tokens fit, 8193 do not" "exit $rc: $(tail -n 2 limit.check | tr '\n' ' ')"
 
-echo "test_corpus: $npass passed, $nfail failed"
-[ "$nfail" -eq 0 ]
+finish
