@@ -23,6 +23,13 @@ py() {
         esac
     done <py.out
 }
+# cpu_tiers: the kernel tiers $BIN runs on this CPU, slowest first (scalar ... the best)
+cpu_tiers() {
+    local t
+    for t in scalar avx2 avxvnni avx512 neon dotprod i8mm; do
+        "$BIN" --print-config --cpu-tier "$t" >/dev/null 2>&1 && echo "$t"
+    done
+}
 finish() {
     echo "$(basename "$0" .sh): $npass passed, $nfail failed"
     [ "$nfail" -eq 0 ]

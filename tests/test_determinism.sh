@@ -31,10 +31,7 @@ PY
 . "$(dirname "$0")/lib.sh"
 target_of() { grep '^{"id":"target"' "$1"; }
 
-tiers=()
-for t in scalar avx2 avxvnni avx512 neon dotprod i8mm; do
-    "$BIN" --print-config --cpu-tier "$t" >/dev/null 2>&1 && tiers+=("$t")
-done
+mapfile -t tiers < <(cpu_tiers)
 [ ${#tiers[@]} -ge 1 ] || fail "tiers" "no tier runs"
 
 # F32 (SGEMM) and Q8_0 (int8 GEMM) on every tier; BF16 shares the SGEMM path, best tier only
