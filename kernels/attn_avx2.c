@@ -30,14 +30,17 @@ void ge_attn_exp_avx2(const float *x, float *y, int64_t n)
 /* ---- scores ---------------------------------------------------------------------------- */
 
 /* Fold 8 vectors into one holding their lane sums; every input goes through the same tree
- * ((x[l] + x[l+4]) + (x[l+2] + x[l+6])) + ..., and x[2q + t] lands in lane 4t + q. */
+ * ((x[l] + x[l+4]) + (x[l+2] + x[l+6])) + ..., and x[2q + t] lands in lane 4t + q. The
+ * halves pair up by 128-bit inserts and extracts (vperm2f128 is 8 uops on Zen 1). */
 INLINE __m256 reduce8(const __m256 *x)
 {
     __m256 y[4], z[2];
 #pragma GCC unroll 4
-    for (int i = 0; i < 4; i++)
-        y[i] = _mm256_add_ps(_mm256_permute2f128_ps(x[2 * i], x[2 * i + 1], 0x20),
-                             _mm256_permute2f128_ps(x[2 * i], x[2 * i + 1], 0x31));
+    for (int i = 0; i < 4; i++) {
+        const __m256 a = x[2 * i], b = x[2 * i + 1];
+        y[i] = _mm256_add_ps(_mm256_insertf128_ps(a, _mm256_castps256_ps128(b), 1),
+                             _mm256_insertf128_ps(b, _mm256_extractf128_ps(a, 1), 0));
+    }
 #pragma GCC unroll 2
     for (int i = 0; i < 2; i++)
         z[i] = _mm256_add_ps(_mm256_shuffle_ps(y[2 * i], y[2 * i + 1], 0x44),
