@@ -147,8 +147,8 @@ static float probs(const planes *pl, const blk *b, int r)
         l = _mm256_add_ps(l, p);
     }
     if (full < len) {
-        const __m256 p = _mm256_and_ps(_mm256_castsi256_ps(tail),
-                                       exp8_nonpos(_mm256_sub_ps(_mm256_maskload_ps(s + full, tail), mv)));
+        const __m256 t = _mm256_sub_ps(_mm256_maskload_ps(s + full, tail), mv);
+        const __m256 p = _mm256_and_ps(_mm256_castsi256_ps(tail), exp8_nonpos(t));
         _mm256_maskstore_ps(s + full, tail, p);
         l = _mm256_add_ps(l, p);
     }
