@@ -71,19 +71,32 @@ void ge_attn_planes_free(ge_attn_planes *P)
 static size_t lines(size_t floats) { return (floats + 15) & ~(size_t)15; }
 
 /* Blocks one dense task keeps at once over a's first n rows. Wide heads go several blocks to
- * a task, which share each K^T panel and V chunk while it is in L2: 4, and 16 when a row sees
- * 4,096 keys or more (a full layer over a long text: 16 MB of K and V at 512 wide, far past
- * L2), where each block more saves a pass over them from L3 or memory (PERF.md "Dense
- * attention: blocks per task"). Narrow heads (the vision tower's 64) go one block to a task:
- * their planes stay in L2 anyway, and smaller tasks balance better. */
-static int dense_blocks(const ge_attn_args *a, int64_t n)
+ * a task, which share each K^T panel and V chunk while it is in L2: 4, and 16 when the K and
+ * V a row sees fill half the last-level cache or more (a full layer over a long text: 4,096
+ * keys of 512 wide on a 32 MB L3, 1,024 on a Zen 1's 8 MB), where each block more saves a
+ * pass over them from L3 or memory (PERF.md "Dense attention: blocks per task", "... by the
+ * cache sizes"). Narrow heads (the vision tower's 64) go one block to a task: their planes
+ * stay in L2 anyway, and smaller tasks balance better. */
+static int dense_blocks(const ge_compute *cx, const ge_attn_args *a, int64_t n)
 {
     if (a->head_dim < 256)
         return 1;
     int64_t widest = 0;
     for (int64_t i = 0; i < n; i++)
         widest = a->key_hi[i] - a->key_lo[i] > widest ? a->key_hi[i] - a->key_lo[i] : widest;
-    return widest >= 4096 ? GE_ATTN_DENSE_BLOCKS : 4;
+    const size_t llc = cx->topo.llc_bytes ? cx->topo.llc_bytes : (size_t)32 << 20;
+    const size_t kv = (size_t)widest * a->head_dim * 2 * sizeof(float);
+    return kv >= llc / 2 ? GE_ATTN_DENSE_BLOCKS : 4;
+}
+
+/* Keys per chunk of the dense kernel's values pass: a chunk of V at most half the L2, so that
+ * it stays there while every block of the task takes it (128 keys at 512 wide on a Zen 1's
+ * 512 KB, 256 on a 1 MB L2; PERF.md "... by the cache sizes"). */
+static int dense_chunk(const ge_compute *cx, int head_dim)
+{
+    const size_t l2 = cx->topo.l2_bytes ? cx->topo.l2_bytes : (size_t)1 << 20;
+    const size_t keys = l2 / 2 / ((size_t)head_dim * sizeof(float));
+    return keys >= 256 ? 256 : keys < 32 ? 32 : (int)keys;
 }
 
 /* Room in P for n_g KV heads of a's first n keys and the workers' scratch (grown, never
@@ -91,7 +104,7 @@ static int dense_blocks(const ge_attn_args *a, int64_t n)
 static bool planes_reserve(ge_compute *cx, ge_attn_planes *P, const ge_attn_args *a, int64_t n,
                            int n_g)
 {
-    const int d = a->head_dim, blocks = dense_blocks(a, n);
+    const int d = a->head_dim, blocks = dense_blocks(cx, a, n);
     const size_t kt = (size_t)n_g * GE_ATTN_DENSE_NP(n) * d, v = lines((size_t)n_g * n * d);
     const size_t sl = lines(GE_ATTN_DENSE_SCRATCH(n, d, blocks)), need = kt + v + cx->threads * sl;
     if (need > P->cap) {
@@ -177,7 +190,7 @@ static void planes_run(ge_compute *cx, const ge_attn_args *a, int64_t n_tok,
     dense_job j = {a, P,
                    {a->q + off, P->kt, P->v, a->o + off, a->ldq, a->ldo, P->n, group * P->n_g,
                     P->n_g, d, a->scale, ranges ? a->key_lo : NULL, ranges ? a->key_hi : NULL,
-                    P->blocks},
+                    P->blocks, dense_chunk(cx, d)},
                    cx->kern->attn_dense, n_tok, rows, (n_tok + rows - 1) / rows, 0};
     ge_parallel(cx, (int64_t)group * P->n_g * j.n_qb, 0, dense_task, &j);
 }

@@ -28,8 +28,12 @@ static ge_status plan(const ge_config *cfg, ge_tier *tier, ge_topo *topo, int *t
 
 static void describe_cpu(const ge_topo *t, const ge_cpu_feats *f, char *buf, size_t n)
 {
-    snprintf(buf, n, "%d CPUs allowed, %d cores%s; %s%s%s%s%s%s%s%s%s%s", t->n, t->n_core,
-             t->hybrid ? " (hybrid)" : "", f->x86 ? "x86-64" : f->arm64 ? "arm64" : "other",
+    char caches[64] = "";
+    if (t->llc_bytes) /* the attention blocking follows them (engine/attention.c) */
+        snprintf(caches, sizeof caches, ", L2 %zu KiB, last level %zu KiB", t->l2_bytes >> 10,
+                 t->llc_bytes >> 10);
+    snprintf(buf, n, "%d CPUs allowed, %d cores%s%s; %s%s%s%s%s%s%s%s%s%s", t->n, t->n_core,
+             t->hybrid ? " (hybrid)" : "", caches, f->x86 ? "x86-64" : f->arm64 ? "arm64" : "other",
              f->avx2 ? " avx2" : "", f->fma ? " fma" : "", f->avxvnni ? " avx-vnni" : "",
              f->avx512f ? " avx512f" : "", f->avx512vnni ? " avx512-vnni" : "",
              f->neon ? " neon" : "", f->dotprod ? " dotprod" : "", f->i8mm ? " i8mm" : "",

@@ -47,6 +47,39 @@ static bool read_cpulist(const char *path, bool *member, int max)
     return ok;
 }
 
+/* cpu's level-2 and highest-level cache sizes under root (sysfs writes "8192K"); 0 where
+ * unlisted. */
+static void read_caches(const char *root, int cpu, size_t *l2, size_t *llc)
+{
+    int top = 0;
+    *l2 = *llc = 0;
+    for (int i = 0; i < 8; i++) {
+        char path[512], buf[64];
+        int level = 0;
+        unsigned long long size = 0;
+        char unit = 0;
+        snprintf(path, sizeof path, "%s/devices/system/cpu/cpu%d/cache/index%d/level", root, cpu,
+                 i);
+        FILE *f = fopen(path, "r");
+        if (!f)
+            continue;
+        const bool ok = fgets(buf, sizeof buf, f) && sscanf(buf, "%d", &level) == 1;
+        fclose(f);
+        snprintf(path, sizeof path, "%s/devices/system/cpu/cpu%d/cache/index%d/size", root, cpu,
+                 i);
+        if (!ok || level < 2 || !(f = fopen(path, "r")))
+            continue;
+        if (fgets(buf, sizeof buf, f) && sscanf(buf, "%llu%c", &size, &unit) >= 1) {
+            const size_t bytes = (size_t)size << (unit == 'K' ? 10 : unit == 'M' ? 20 : 0);
+            if (level == 2)
+                *l2 = bytes;
+            if (level > top)
+                *llc = bytes, top = level;
+        }
+        fclose(f);
+    }
+}
+
 #define MAXCPU 1024
 
 ge_status ge_topo_read(const char *root, const int *allowed, int n_allowed, ge_topo *t,
@@ -96,6 +129,8 @@ ge_status ge_topo_read(const char *root, const int *allowed, int n_allowed, ge_t
     }
     for (int i = 0; i < n_allowed; i++)
         t->n_core += primary[i];
+    if (n_allowed > 0)
+        read_caches(root, allowed[0], &t->l2_bytes, &t->llc_bytes);
     return GE_OK;
 }
 

@@ -11,6 +11,7 @@
 #define GE_THREADS_H
 
 #include <stdbool.h>
+#include <stddef.h>
 #include <stdint.h>
 
 #include "ge.h"
@@ -22,11 +23,14 @@ typedef struct {
     int n_pcore;     /* leading entries that are P-core primaries (hybrid), else n_core */
     bool hybrid;     /* cpu_core and cpu_atom PMUs both present */
     int n_core;      /* physical cores among the allowed CPUs */
+    size_t l2_bytes;  /* the first allowed CPU's level-2 cache (0: not listed) */
+    size_t llc_bytes; /* its last-level cache (0: not listed) */
 } ge_topo;
 
 /* Read the topology under sysfs_root ("/sys" normally; a fake tree in tests) restricted to the
  * allowed CPU ids (allowed[i] for i < n_allowed). Order: P-core primaries, E-cores, then SMT
- * siblings; on non-hybrid machines: one thread per core first, then siblings. */
+ * siblings; on non-hybrid machines: one thread per core first, then siblings. The cache
+ * sizes are the first allowed CPU's. */
 ge_status ge_topo_read(const char *sysfs_root, const int *allowed, int n_allowed, ge_topo *t,
                        ge_err *err);
 /* The CPUs this process may run on (sched_getaffinity). */

@@ -14,8 +14,8 @@
  *   finish_row(o, O, l, d)           o = O / l.
  *
  * The rows of a call go in blocks of up to ROWS neighbours whose ranges differ by at most
- * SLACK at either end, and up to a->blocks of them go together: each K^T panel is
- * scored, and each chunk of KC keys taken, for all of them while it is in L2. Within a block,
+ * SLACK at either end, and up to a->blocks of them go together: each K^T panel is scored,
+ * and each chunk of a->chunk keys taken, for all of them while it is in L2. Within a block,
  * each group of PV_ROWS rows takes the keys all its rows see in the tier's register tile and
  * the others (the ends of a sliding window) row by row, before and after them, so that every
  * row's sums run over its own keys in increasing order whatever the grouping: a row's bits
@@ -31,7 +31,7 @@
 #define KEYS GE_ATTN_DENSE_KEYS
 #define ROWS GE_ATTN_DENSE_ROWS
 #define NB GE_ATTN_DENSE_BLOCKS
-#define KC 256   /* keys per chunk of the values pass */
+#define KC 256   /* keys per chunk of the values pass (at most; ge_attn_dense_args.chunk) */
 #define SLACK 16 /* spread of the first (and of the last) key within a block */
 #define INLINE static inline __attribute__((always_inline))
 
@@ -40,6 +40,7 @@ typedef struct {
     int64_t n, np;
     int d;
     float scale;
+    int64_t chunk; /* keys per chunk of the values pass */
 } planes;
 
 typedef struct {
@@ -113,8 +114,9 @@ static void values(const planes *pl, const blk *B, int nb)
                 cmin = min64(cmin, g->c0), cmax = max64(cmax, g->c1);
         }
     }
-    for (int64_t c0 = cmin; c0 < cmax; c0 += KC) {
-        const int64_t c1 = min64(c0 + KC, cmax);
+    const int64_t kc = pl->chunk;
+    for (int64_t c0 = cmin; c0 < cmax; c0 += kc) {
+        const int64_t c1 = min64(c0 + kc, cmax);
         for (int k = 0; k < ng; k++) {
             const int64_t j0 = max64(c0, G[k].c0), j1 = min64(c1, G[k].c1);
             if (j0 < j1)
@@ -132,7 +134,8 @@ static void dense(const ge_attn_dense_args *a, int head, int64_t q0, int64_t q1,
 {
     const int d = a->head_dim;
     const int64_t np = GE_ATTN_DENSE_NP(a->n), g = head / (a->n_head / a->n_kv);
-    const planes pl = {a->kt + g * np * d, a->v + g * a->n * d, a->n, np, d, a->scale};
+    const planes pl = {a->kt + g * np * d, a->v + g * a->n * d, a->n, np, d, a->scale,
+                       a->chunk > 0 && a->chunk < KC ? a->chunk : KC};
     const size_t per_block = (size_t)ROWS * (np + 2 * d);
     blk B[NB];
     for (int64_t i = q0; i < q1;) {

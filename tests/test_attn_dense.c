@@ -114,8 +114,8 @@ static planes pack(const problem *p)
 
 /* Every head through a tier's dense kernel; splits: 0 = one call per head, 1 = one call per
  * row, 2 = random ranges of 1..40 rows, heads and ranges in reverse order. The calls keep
- * GE_ATTN_DENSE_BLOCKS blocks at once (splits 0), one (1) or four (2): the bits must not
- * depend on it. */
+ * GE_ATTN_DENSE_BLOCKS blocks at once (splits 0), one (1) or four (2), and take the values
+ * pass in chunks of 256 keys (0), 40 (1) or 128 (2): the bits must not depend on either. */
 static float *run_kernel(const ge_kern *k, const problem *p, const planes *P, int splits)
 {
     float *o = xalloc((size_t)p->n * p->nh * p->d);
@@ -124,7 +124,8 @@ static float *run_kernel(const ge_kern *k, const problem *p, const planes *P, in
     const ge_attn_dense_args a = {p->q, P->kt, P->v, o, (int64_t)p->nh * p->d,
                                   (int64_t)p->nh * p->d, p->n, p->nh, p->nkv, p->d, 1.0f,
                                   k->attn_dense_ranges ? p->lo : NULL,
-                                  k->attn_dense_ranges ? p->hi : NULL, blocks};
+                                  k->attn_dense_ranges ? p->hi : NULL, blocks,
+                                  splits == 0 ? 0 : splits == 1 ? 40 : 128};
     for (int hh = 0; hh < p->nh; hh++) {
         const int h = splits == 2 ? p->nh - 1 - hh : hh;
         if (splits == 0) {

@@ -120,14 +120,33 @@ int main(int argc, char **argv)
     mkdir(root, 0755);
     siblings(root, 0, "0,2\n"), siblings(root, 2, "0,2\n");
     siblings(root, 1, "1,3\n"), siblings(root, 3, "1,3\n");
+    /* cpu 0's caches as a Zen 1 lists them (index order is not level order), cpu 1's as a
+     * Zen 5 ("1M"); an unreadable level skipped */
+    put(root, "devices/system/cpu/cpu0/cache/index0/level", "1\n");
+    put(root, "devices/system/cpu/cpu0/cache/index0/size", "32K\n");
+    put(root, "devices/system/cpu/cpu0/cache/index1/level", "3\n");
+    put(root, "devices/system/cpu/cpu0/cache/index1/size", "8192K\n");
+    put(root, "devices/system/cpu/cpu0/cache/index2/level", "2\n");
+    put(root, "devices/system/cpu/cpu0/cache/index2/size", "512K\n");
+    put(root, "devices/system/cpu/cpu0/cache/index3/level", "x\n");
+    put(root, "devices/system/cpu/cpu0/cache/index3/size", "64M\n");
+    put(root, "devices/system/cpu/cpu1/cache/index0/level", "2\n");
+    put(root, "devices/system/cpu/cpu1/cache/index0/size", "1M\n");
     ge_topo_read(root, (int[]){0, 1, 2, 3}, 4, &t, &err);
     show("SMT: one thread per core first", &t, (int[]){0, 1, 2, 3}, 4, 2);
     check(!t.hybrid, "SMT machine is not hybrid", "hybrid");
+    check(t.l2_bytes == 512 << 10 && t.llc_bytes == 8 << 20, "caches: the first CPU's L2 and L3",
+          "l2 %zu llc %zu", t.l2_bytes, t.llc_bytes);
+    ge_topo_read(root, (int[]){1, 3}, 2, &t, &err);
+    check(t.l2_bytes == 1 << 20 && t.llc_bytes == 1 << 20, "caches: an L2 alone is the last level",
+          "l2 %zu llc %zu", t.l2_bytes, t.llc_bytes);
 
     /* no sysfs at all */
     snprintf(root, sizeof root, "%s/sysfs-none", out);
     ge_topo_read(root, (int[]){3, 5}, 2, &t, &err);
     show("no topology files: allowed order kept", &t, (int[]){3, 5}, 2, 2);
+    check(t.l2_bytes == 0 && t.llc_bytes == 0, "no cache files: sizes 0", "l2 %zu llc %zu",
+          t.l2_bytes, t.llc_bytes);
 
     /* the real machine */
     int cpus[1024], n = ge_topo_allowed(cpus, 1024);
