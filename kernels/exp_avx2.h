@@ -8,23 +8,36 @@
 
 #include "attn.h"
 
-/* e^x for x in [-87.5, GE_ATTN_EXP_MAX], without the edge cases */
-static inline __attribute__((always_inline)) __m256 exp8_core(__m256 x)
+/* e^r for |r| <= ln2/2: the degree-6 polynomial (attn.h) by Horner */
+static inline __attribute__((always_inline)) __m256 exp8_poly(__m256 r)
 {
-    const __m256 n = _mm256_round_ps(_mm256_mul_ps(x, _mm256_set1_ps(GE_ATTN_LOG2E)),
-                                     _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
-    __m256 r = _mm256_fnmadd_ps(n, _mm256_set1_ps(GE_ATTN_LN2_HI), x);
-    r = _mm256_fnmadd_ps(n, _mm256_set1_ps(GE_ATTN_LN2_LO), r);
     __m256 p = _mm256_set1_ps(GE_ATTN_EXP_C6);
     p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(GE_ATTN_EXP_C5));
     p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(GE_ATTN_EXP_C4));
     p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(GE_ATTN_EXP_C3));
     p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(GE_ATTN_EXP_C2));
     p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(GE_ATTN_EXP_C1));
-    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.0f));
+    return _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.0f));
+}
+
+/* x = n ln2 + r: returns n = round(x / ln 2), r by the two-constant split */
+static inline __attribute__((always_inline)) __m256 exp8_split(__m256 x, __m256 *r)
+{
+    const __m256 n = _mm256_round_ps(_mm256_mul_ps(x, _mm256_set1_ps(GE_ATTN_LOG2E)),
+                                     _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+    *r = _mm256_fnmadd_ps(n, _mm256_set1_ps(GE_ATTN_LN2_LO),
+                          _mm256_fnmadd_ps(n, _mm256_set1_ps(GE_ATTN_LN2_HI), x));
+    return n;
+}
+
+/* e^x for x in [-87.5, GE_ATTN_EXP_MAX], without the edge cases */
+static inline __attribute__((always_inline)) __m256 exp8_core(__m256 x)
+{
+    __m256 r;
+    const __m256 n = exp8_split(x, &r);
     const __m256i e = _mm256_slli_epi32(
         _mm256_add_epi32(_mm256_cvtps_epi32(n), _mm256_set1_epi32(127)), 23);
-    return _mm256_mul_ps(p, _mm256_castsi256_ps(e));
+    return _mm256_mul_ps(exp8_poly(r), _mm256_castsi256_ps(e));
 }
 
 static inline __attribute__((always_inline)) __m256 exp8(__m256 t)
@@ -40,13 +53,21 @@ static inline __attribute__((always_inline)) __m256 exp8(__m256 t)
     return _mm256_blendv_ps(y, t, _mm256_cmp_ps(t, t, _CMP_UNORD_Q));
 }
 
-/* exp8 for t <= 0 or NaN (s - m with m the exact max of the scores): the same bits without
- * the upper clamp and its +inf case */
+/* exp8 for t <= 0 or a quiet NaN (s - m with m the exact max of the scores: a difference is
+ * never a signaling NaN), with exp8's bits (every such input checked, PERF.md) in fewer
+ * operations, and no denormal ever reaching an fp operation:
+ *  - 2^n goes in by an integer add to the polynomial's exponent field: the same bits as
+ *    exp8_core's multiply wherever the result is normal, which it is for t >= FLUSH;
+ *  - no lower clamp: lanes under FLUSH are zeroed by the mask whatever the add made of them;
+ *  - no NaN blend: n = NaN converts to INT_MIN, whose shift is 0, so the polynomial's NaN
+ *    (t, quieted: t itself) passes unchanged. */
 static inline __attribute__((always_inline)) __m256 exp8_nonpos(__m256 t)
 {
-    __m256 y = exp8_core(_mm256_max_ps(t, _mm256_set1_ps(-87.5f)));
-    y = _mm256_andnot_ps(_mm256_cmp_ps(t, _mm256_set1_ps(GE_ATTN_EXP_FLUSH), _CMP_LT_OQ), y);
-    return _mm256_blendv_ps(y, t, _mm256_cmp_ps(t, t, _CMP_UNORD_Q));
+    __m256 r;
+    const __m256 n = exp8_split(t, &r);
+    const __m256i e = _mm256_slli_epi32(_mm256_cvtps_epi32(n), 23);
+    const __m256 y = _mm256_castsi256_ps(_mm256_add_epi32(_mm256_castps_si256(exp8_poly(r)), e));
+    return _mm256_andnot_ps(_mm256_cmp_ps(t, _mm256_set1_ps(GE_ATTN_EXP_FLUSH), _CMP_LT_OQ), y);
 }
 
 #endif
