@@ -102,7 +102,7 @@ typedef struct {
      * as it is); NULL: every key [0, n). Only tiers with attn_dense_ranges take them. */
     const int32_t *key_lo, *key_hi;
     int blocks; /* blocks kept at once, 1 .. GE_ATTN_DENSE_BLOCKS (the scratch holds them) */
-    int chunk;  /* keys per chunk of the values pass, 8 .. 256 (0: 256) */
+    int chunk;  /* keys per chunk of the values pass, at most 256 (0: 256) */
 } ge_attn_dense_args;
 
 /* Local attention with relative-position keys (the audio conformer, docs/model.md 6.3): query i of
