@@ -36,15 +36,21 @@ static bool parse_cpulist(const char *s, bool *member, int max)
     return true;
 }
 
-static bool read_cpulist(const char *path, bool *member, int max)
+/* The first line of a small file into buf[n]; false when it cannot be read. */
+static bool read_line(const char *path, char *buf, int n)
 {
     FILE *f = fopen(path, "r");
     if (!f)
         return false;
-    char buf[4096];
-    bool ok = fgets(buf, sizeof buf, f) != NULL && parse_cpulist(buf, member, max);
+    const bool ok = fgets(buf, n, f) != NULL;
     fclose(f);
     return ok;
+}
+
+static bool read_cpulist(const char *path, bool *member, int max)
+{
+    char buf[4096];
+    return read_line(path, buf, sizeof buf) && parse_cpulist(buf, member, max);
 }
 
 /* cpu's level-2 and highest-level cache sizes under root (sysfs writes "8192K"); 0 where
@@ -60,23 +66,17 @@ static void read_caches(const char *root, int cpu, size_t *l2, size_t *llc)
         char unit = 0;
         snprintf(path, sizeof path, "%s/devices/system/cpu/cpu%d/cache/index%d/level", root, cpu,
                  i);
-        FILE *f = fopen(path, "r");
-        if (!f)
+        if (!read_line(path, buf, sizeof buf) || sscanf(buf, "%d", &level) != 1 || level < 2)
             continue;
-        const bool ok = fgets(buf, sizeof buf, f) && sscanf(buf, "%d", &level) == 1;
-        fclose(f);
         snprintf(path, sizeof path, "%s/devices/system/cpu/cpu%d/cache/index%d/size", root, cpu,
                  i);
-        if (!ok || level < 2 || !(f = fopen(path, "r")))
+        if (!read_line(path, buf, sizeof buf) || sscanf(buf, "%llu%c", &size, &unit) < 1)
             continue;
-        if (fgets(buf, sizeof buf, f) && sscanf(buf, "%llu%c", &size, &unit) >= 1) {
-            const size_t bytes = (size_t)size << (unit == 'K' ? 10 : unit == 'M' ? 20 : 0);
-            if (level == 2)
-                *l2 = bytes;
-            if (level > top)
-                *llc = bytes, top = level;
-        }
-        fclose(f);
+        const size_t bytes = (size_t)size << (unit == 'K' ? 10 : unit == 'M' ? 20 : 0);
+        if (level == 2)
+            *l2 = bytes;
+        if (level > top)
+            *llc = bytes, top = level;
     }
 }
 
