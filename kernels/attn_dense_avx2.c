@@ -142,13 +142,13 @@ static float probs(const planes *pl, const blk *b, int r)
     const __m256 mv = _mm256_set1_ps(max8(mx));
     __m256 l = _mm256_setzero_ps();
     for (int64_t j = 0; j < full; j += 8) {
-        const __m256 p = exp8_nonpos(_mm256_sub_ps(_mm256_loadu_ps(s + j), mv));
+        const __m256 p = exp8_unclamped(_mm256_sub_ps(_mm256_loadu_ps(s + j), mv));
         _mm256_storeu_ps(s + j, p);
         l = _mm256_add_ps(l, p);
     }
     if (full < len) {
         const __m256 t = _mm256_sub_ps(_mm256_maskload_ps(s + full, tail), mv);
-        const __m256 p = _mm256_and_ps(_mm256_castsi256_ps(tail), exp8_nonpos(t));
+        const __m256 p = _mm256_and_ps(_mm256_castsi256_ps(tail), exp8_unclamped(t));
         _mm256_maskstore_ps(s + full, tail, p);
         l = _mm256_add_ps(l, p);
     }

@@ -30,44 +30,28 @@ static inline __attribute__((always_inline)) __m256 exp8_split(__m256 x, __m256 
     return n;
 }
 
-/* e^x for x in [-87.5, GE_ATTN_EXP_MAX], without the edge cases */
-static inline __attribute__((always_inline)) __m256 exp8_core(__m256 x)
-{
-    __m256 r;
-    const __m256 n = exp8_split(x, &r);
-    const __m256i e = _mm256_slli_epi32(
-        _mm256_add_epi32(_mm256_cvtps_epi32(n), _mm256_set1_epi32(127)), 23);
-    return _mm256_mul_ps(exp8_poly(r), _mm256_castsi256_ps(e));
-}
-
-static inline __attribute__((always_inline)) __m256 exp8(__m256 t)
-{
-    /* clamped so that 2^n is a normal float; the ends are overridden below (max/min return
-     * the second operand for NaN, so x is never NaN) */
-    const __m256 x = _mm256_min_ps(_mm256_max_ps(t, _mm256_set1_ps(-87.5f)),
-                                   _mm256_set1_ps(GE_ATTN_EXP_MAX));
-    __m256 y = exp8_core(x);
-    y = _mm256_andnot_ps(_mm256_cmp_ps(t, _mm256_set1_ps(GE_ATTN_EXP_FLUSH), _CMP_LT_OQ), y);
-    y = _mm256_blendv_ps(y, _mm256_set1_ps(__builtin_inff()),
-                         _mm256_cmp_ps(t, _mm256_set1_ps(GE_ATTN_EXP_MAX), _CMP_GT_OQ));
-    return _mm256_blendv_ps(y, t, _mm256_cmp_ps(t, t, _CMP_UNORD_Q));
-}
-
-/* exp8 for t <= 0 or a quiet NaN (s - m with m the exact max of the scores: a difference is
- * never a signaling NaN), with exp8's bits (every such input checked, PERF.md) in fewer
- * operations, and no denormal ever reaching an fp operation:
- *  - 2^n goes in by an integer add to the polynomial's exponent field: the same bits as
- *    exp8_core's multiply wherever the result is normal, which it is for t >= FLUSH;
- *  - no lower clamp: lanes under FLUSH are zeroed by the mask whatever the add made of them;
+/* e^t for t <= GE_ATTN_EXP_MAX or a quiet NaN, with exp8's bits (every such input checked,
+ * PERF.md) in fewer operations, and no denormal ever reaching an fp operation:
+ *  - 2^n goes in by an integer add to the polynomial's exponent field: exactly the product
+ *    p * 2^n wherever that is normal, which it is for FLUSH <= t <= MAX;
+ *  - no clamp: lanes under FLUSH are zeroed by the mask whatever the add made of them;
  *  - no NaN blend: n = NaN converts to INT_MIN, whose shift is 0, so the polynomial's NaN
- *    (t, quieted: t itself) passes unchanged. */
-static inline __attribute__((always_inline)) __m256 exp8_nonpos(__m256 t)
+ *    (t, quieted: t itself unless t is a signaling NaN) passes unchanged.
+ * The dense softmax calls it directly: its arguments s - max are never above 0. */
+static inline __attribute__((always_inline)) __m256 exp8_unclamped(__m256 t)
 {
     __m256 r;
     const __m256 n = exp8_split(t, &r);
     const __m256i e = _mm256_slli_epi32(_mm256_cvtps_epi32(n), 23);
     const __m256 y = _mm256_castsi256_ps(_mm256_add_epi32(_mm256_castps_si256(exp8_poly(r)), e));
     return _mm256_andnot_ps(_mm256_cmp_ps(t, _mm256_set1_ps(GE_ATTN_EXP_FLUSH), _CMP_LT_OQ), y);
+}
+
+/* e^t (attn.h): exp8_unclamped, +inf above GE_ATTN_EXP_MAX */
+static inline __attribute__((always_inline)) __m256 exp8(__m256 t)
+{
+    return _mm256_blendv_ps(exp8_unclamped(t), _mm256_set1_ps(__builtin_inff()),
+                            _mm256_cmp_ps(t, _mm256_set1_ps(GE_ATTN_EXP_MAX), _CMP_GT_OQ));
 }
 
 #endif
