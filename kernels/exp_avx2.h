@@ -30,8 +30,9 @@ static inline __attribute__((always_inline)) __m256 exp8_split(__m256 x, __m256 
     return n;
 }
 
-/* e^t for t <= GE_ATTN_EXP_MAX or a quiet NaN, with exp8's bits (every such input checked,
- * PERF.md) in fewer operations, and no denormal ever reaching an fp operation:
+/* e^t for t <= GE_ATTN_EXP_MAX or a quiet NaN, with the bits of the clamped p * 2^n form it
+ * replaced (all 2^32 inputs checked, PERF.md) in fewer operations, and no denormal ever
+ * reaching an fp operation:
  *  - 2^n goes in by an integer add to the polynomial's exponent field: exactly the product
  *    p * 2^n wherever that is normal, which it is for FLUSH <= t <= MAX;
  *  - no clamp: lanes under FLUSH are zeroed by the mask whatever the add made of them;
