@@ -112,8 +112,8 @@ static float probs(const planes *pl, const blk *b, int r)
     __m512 l = _mm512_setzero_ps();
     for (int64_t j = 0; j < len; j += 16) {
         const __mmask16 in = lanes(len - j);
-        const __m512 p =
-            _mm512_maskz_mov_ps(in, exp16(_mm512_sub_ps(_mm512_maskz_loadu_ps(in, s + j), mv)));
+        const __m512 t = _mm512_sub_ps(_mm512_maskz_loadu_ps(in, s + j), mv);
+        const __m512 p = _mm512_maskz_mov_ps(in, exp16_unclamped(t));
         _mm512_mask_storeu_ps(s + j, in, p);
         l = _mm512_add_ps(l, p);
     }
