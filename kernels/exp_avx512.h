@@ -1,6 +1,6 @@
 /* exp_avx512.h - the attention family's polynomial exp, 16 lanes (attn.h has the numerics).
  * Included only by the avx512 tier files (it needs that tier's flags): the tiled and the dense
- * attention kernels share it. */
+ * attention kernels and act_mul's GELU and sigmoid share it. */
 #ifndef GE_EXP_AVX512_H
 #define GE_EXP_AVX512_H
 
