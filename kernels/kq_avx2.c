@@ -282,8 +282,12 @@ static inline __attribute__((always_inline)) void tile6(const int n, const uint8
 #pragma GCC unroll 16
         for (int i = 0; i < NT; i++)
             isum[i] = _mm256_setzero_si256();
-        for (int j = 0; j < 16; j++) { /* sub-block j: unit p, half h (values +32), q */
-            const int p = j / 4, h = (j / 2) % 2, q = j % 2;
+        /* sub-block j: unit p, half h (values +32), q; the four of a unit unrolled, so that
+         * each shift below has a constant count (kq_avx512.c) */
+        for (int p = 0; p < 4; p++)
+#pragma GCC unroll 4
+        for (int hq = 0; hq < 4; hq++) {
+            const int j = 4 * p + hq, h = hq / 2, q = hq % 2;
             __m256i acc[NT];
 #pragma GCC unroll 16
             for (int i = 0; i < NT; i++)
