@@ -369,7 +369,11 @@ static inline __attribute__((always_inline)) void tile2(const uint32_t ty, const
 #pragma GCC unroll 16
         for (int i = 0; i < NT; i++)
             isum[i] = _mm256_setzero_si256();
-        for (int v = 0; v < 16; v++) {
+        /* sub-block v; pairs unrolled, so that the third bit's shift (by v % 2) has a
+         * constant count (as Q6_K's) */
+        for (int v2 = 0; v2 < 16; v2 += 2)
+#pragma GCC unroll 2
+        for (int v = v2; v < v2 + 2; v++) {
             const __m256i w = _mm256_loadu_si256((const __m256i *)(bp + 4 * G * v));
             const __m256i hv = _mm256_loadu_si256((const __m256i *)(hb + 4 * G * (v / 2)));
             __m256i acc[NT];
