@@ -222,7 +222,7 @@ static inline __attribute__((always_inline)) void tile6(const int n, const uint8
         /* sub-block j: unit p, half h (values +32), q; the four of a unit unrolled, so that
          * each shift below has a constant count (a loop over j left them to runtime: variable
          * shifts and branches per chunk, the kernel at 39-59% of the VNNI-512 peak on a Zen 4
-         * against 66-68% now; PERF.md) */
+         * against 66-68% unrolled; PERF.md) */
         for (int p = 0; p < 4; p++)
 #pragma GCC unroll 4
         for (int hq = 0; hq < 4; hq++) {
